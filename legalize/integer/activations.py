@@ -37,8 +37,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from legalize.common import reshape_to_rank
 from legalize.integer.data import from_int8, int8_twin, is_uint8, to_int8
-from legalize.integer.support import integer_pattern, require_per_tensor, reshape_to_rank
+from legalize.integer.support import integer_pattern, require_per_tensor
 from legalize.quantized import (
     SINGLE_ROUND,
     quantize_scalar,

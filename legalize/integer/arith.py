@@ -20,14 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.common import fused_activation
-from legalize.integer.support import (
-    i32_scalar,
-    integer_pattern,
-    require_per_tensor,
-    reshape_to_rank,
-    tensor_type,
-)
+from legalize.common import reshape_to_rank, scalar, with_fused_activation
+from legalize.integer.support import integer_pattern, require_one_storage, tensor_type
 from legalize.quantized import (
     SINGLE_ROUND,
     rescale,
@@ -74,8 +68,8 @@ def _add_input(rw: Rewriter, x: Value, q: UniformQuantized, twice_max: float,
         shifted = rescale_to_i32(rw, x, 2.0 ** exact_shift)
     else:
         wide = build.cast(rw, x, i32)
-        shifted = build.mul(rw, wide, i32_scalar(rw, 1 << exact_shift,
-                                                 len(tensor_type(x).shape)))
+        shifted = build.mul(rw, wide, scalar(rw, 1 << exact_shift, i32,
+                                             len(tensor_type(x).shape)))
     if ratio == 0.5:
         return shifted
     return rescale(rw, shifted, ratio, i32, input_zp=0, output_zp=0, rounding=rounding)
@@ -88,12 +82,10 @@ def _power_of_two(scale: float) -> bool:
 
 
 def _add_or_sub(op: Op, rw: Rewriter, tosa_name: str) -> list[Value] | Failure:
-    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
     q1, q2, out = elements
-    if not q1.storage == q2.storage == out.storage:
-        return Failure(f"{op.name}: operand storage types differ")
     if out.storage.bits == 16 and op.attrs.get("pot_scale_int16", True) and all(
             _power_of_two(q.scale) for q in (q1, q2, out)):
         return Failure(f"{op.name}: TFLite's power-of-two int16 path is not lowered")
@@ -105,8 +97,7 @@ def _add_or_sub(op: Op, rw: Rewriter, tosa_name: str) -> list[Value] | Failure:
     total = build.op(rw, tosa_name, [a, b], result.with_element(i32))
     scale = twice_max / ((1 << ADD_LEFT_SHIFT[out.storage.bits]) * out.scale)
     scaled = rescale_from_i32(rw, total, scale, out, rounding)
-    activated = fused_activation(rw, scaled, op.attrs.get("fused_activation_function"))
-    return activated if isinstance(activated, Failure) else [activated]
+    return with_fused_activation(rw, op, scaled)
 
 
 @pattern("tfl.add", kind="integer", label="add_int", types=("i8", "i16"))
@@ -129,17 +120,14 @@ def mul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """RESCALE both inputs to i32 without zero point, MUL (the i32 product is exact
     for 8- and 16-bit inputs), RESCALE by float32(s1 * s2 / s_out) to the output
     (mul.cc; int16 zero points are 0)."""
-    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
     q1, q2, out = elements
-    if not q1.storage == q2.storage == out.storage:
-        return Failure(f"{op.name}: operand storage types differ")
     x1, x2, result = _aligned_inputs(rw, op)
     product = build.mul(rw, rescale_to_i32(rw, x1, rounding=SINGLE_ROUND),
                         rescale_to_i32(rw, x2, rounding=SINGLE_ROUND),
                         result_type=result.with_element(i32))
     scale = float(np.float32(q1.scale) * np.float32(q2.scale) / np.float32(out.scale))
     scaled = rescale_from_i32(rw, product, scale, out, rounding_mode(op.name))
-    activated = fused_activation(rw, scaled, op.attrs.get("fused_activation_function"))
-    return activated if isinstance(activated, Failure) else [activated]
+    return with_fused_activation(rw, op, scaled)

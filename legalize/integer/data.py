@@ -46,13 +46,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from legalize.common import constant_value
-from legalize.integer.support import (
-    integer_pattern,
-    require_per_tensor,
-    reshape_to_rank,
-    tensor_type,
-)
+from legalize.common import constant_value, reshape_to_rank
+from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
 from legalize.quantized import (
     DOUBLE_ROUND,
     quantize_multiplier,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from legalize.common import constant_value, is_none
+from legalize.common import constant_value, is_none, scalar
 from legalize.quantized import UnsupportedScale
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, PatternResult, Rewriter
@@ -18,6 +18,7 @@ from tfl2tosa.ir.types import (
     UniformQuantized,
     UniformQuantizedPerAxis,
     i32,
+    i48,
     storage_type,
 )
 from tfl2tosa.tosa import build
@@ -73,6 +74,28 @@ def require_per_tensor(op: Op, values: Sequence[Value], *storages: str
     return elements
 
 
+def require_one_storage(op: Op, values: Sequence[Value], *storages: str
+                        ) -> list[UniformQuantized] | Failure:
+    """`require_per_tensor`, and one storage type for all of `values`: TFLite's
+    integer kernels take int8 or int16 throughout, never a mix."""
+    elements = require_per_tensor(op, values, *storages)
+    if isinstance(elements, Failure):
+        return elements
+    if any(e.storage != elements[0].storage for e in elements):
+        names = ", ".join(v.name for v in values)
+        return Failure(f"{op.name}: {names} have different storage types")
+    return elements
+
+
+def accumulator_type(element: UniformQuantized) -> ScalarType:
+    """i32 for 8-bit activations, i48 for 16-bit ones (TOSA's CONV2D / MATMUL modes)."""
+    return i32 if element.storage.bits == 8 else i48
+
+
+# The `acc_type` attribute of a TOSA convolution for an accumulator of this many bits.
+ACC_TYPE = {32: "INT32", 48: "INT48"}
+
+
 def weight_scales(element: ElementType, channels: int) -> list[float] | Failure:
     """One scale per output channel: per-axis scales, or the per-tensor scale repeated."""
     if isinstance(element, UniformQuantized):
@@ -119,16 +142,8 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
 
 
 def i32_scalar(rw: Rewriter, value: int, rank: int) -> Value:
-    """An i32 constant of shape [1] * rank (broadcasts against any tensor of that rank)."""
-    return build.const(rw, np.full((1,) * rank, value, dtype=np.int32), i32)
-
-
-def reshape_to_rank(rw: Rewriter, value: Value, rank: int) -> Value:
-    """`value` with leading 1s added up to `rank` (TOSA broadcasting needs equal ranks)."""
-    shape = tensor_type(value).shape  # type: ignore[union-attr]
-    if len(shape) == rank:
-        return value
-    return build.reshape(rw, value, (1,) * (rank - len(shape)) + tuple(shape))
+    """An i32 `common.scalar` (kept for integer/resize.py, which still imports it)."""
+    return scalar(rw, value, i32, rank)
 
 
 def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None
