@@ -29,6 +29,7 @@ from legalize.common import (
     is_none,
     require_static,
     tensor_type,
+    with_fused_activation,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -143,6 +144,17 @@ def reversed_axes(rw: Rewriter, value: Value, axes: Sequence[int]) -> Value:
     return value
 
 
+def weights_and_bias(rw: Rewriter, op: Op, bias_index: int, channels: int,
+                     element: ElementType) -> tuple[Value, Value] | Failure:
+    """Operand 1 (the weights) and the bias at `bias_index` as float `element` tensors."""
+    weights = float_weights(rw, op.operands[1], element)
+    bias = bias_operand(rw, op, bias_index, channels, element)
+    for value in (weights, bias):
+        if isinstance(value, Failure):
+            return value
+    return weights, bias
+
+
 def bias_operand(rw: Rewriter, op: Op, index: int, channels: int,
                  element: ElementType) -> Value | Failure:
     """The bias as a float [channels] tensor, or a [1] zero (TOSA broadcasts a
@@ -217,9 +229,39 @@ def trimmed_input(rw: Rewriter, x: Value, used: Sequence[int]) -> Value:
     return build.slice(rw, x, [0] * len(shape), [shape[0], *used, shape[-1]])
 
 
+def pool_window(op: Op, rw: Rewriter, x: Value) -> tuple[Value, dict[str, list[int]]] | Failure:
+    """`x` (the input of Pool2DOptions op `op`, or a stand-in of the same shape)
+    trimmed to the rows the windows read, and TOSA's kernel/stride/pad."""
+    _, ih, iw, _ = tensor_type(x).shape
+    result = tensor_type(op.results[0])
+    kernel = [int(op.attrs["filter_height"]), int(op.attrs["filter_width"])]
+    stride = [int(op.attrs["stride_h"]), int(op.attrs["stride_w"])]
+    fitted = fit_windows(op.attrs["padding"], (ih, iw), result.shape[1:3], kernel, stride,
+                         (1, 1))
+    if isinstance(fitted, Failure):
+        return fitted
+    pads, used = fitted
+    return trimmed_input(rw, x, used), {"kernel": kernel, "stride": stride, "pad": pads}
+
+
 def _spatial(op: Op, name: str, axes: str) -> list[int]:
     """Per-axis attributes, e.g. stride_h/stride_w -> [sh, sw]; missing ones are 1."""
     return [int(op.attrs.get(name.format(a), 1)) for a in axes]
+
+
+def conv_window(op: Op, in_sizes: Sequence[int], out_sizes: Sequence[int],
+                kernel: Sequence[int], axes: str = "hw"
+                ) -> tuple[list[int], list[int], list[int], list[int]] | Failure:
+    """(pad, stride, dilation, used input sizes) of a convolution's window as
+    TOSA takes them, from the op's padding, stride_<axis> and
+    dilation_<axis>_factor attributes (`axes` "hw" or "dhw")."""
+    stride = _spatial(op, "stride_{}", axes)
+    dilation = _spatial(op, "dilation_{}_factor", axes)
+    fitted = fit_windows(op.attrs.get("padding"), in_sizes, out_sizes, kernel, stride, dilation)
+    if isinstance(fitted, Failure):
+        return fitted
+    pads, used = fitted
+    return pads, stride, dilation, used
 
 
 # ---------------------------------------------------------------------------
@@ -231,12 +273,6 @@ def _conv(rw: Rewriter, name: str, x: Value, weights: Value, bias: Value, result
     element = result.element
     return build.op(rw, name, [x, weights, bias, *zero_points(rw, element)], result,
                     acc_type=FLOAT_ACC_TYPE, **attrs)
-
-
-
-def _finish(rw: Rewriter, op: Op, value: Value) -> list[Value] | Failure:
-    activated = fused_activation(rw, value, op.attrs.get("fused_activation_function"))
-    return activated if isinstance(activated, Failure) else [activated]
 
 
 @pattern("tfl.conv_2d")
@@ -256,17 +292,13 @@ def conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if channels % group_channels or oc % (channels // group_channels):
         return Failure(f"tfl.conv_2d: {channels} input channels do not split into groups "
                        f"of {group_channels} for {oc} filters")
-    weights = float_weights(rw, op.operands[1], element)
-    bias = bias_operand(rw, op, 2, oc, element)
-    for value in (weights, bias):
-        if isinstance(value, Failure):
-            return value
-    stride, dilation = _spatial(op, "stride_{}", "hw"), _spatial(op, "dilation_{}_factor", "hw")
-    fitted = fit_windows(op.attrs["padding"], (ih, iw), result.shape[1:3], (kh, kw), stride,
-                         dilation)
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
+    operands = weights_and_bias(rw, op, 2, oc, element)
+    window = conv_window(op, (ih, iw), result.shape[1:3], (kh, kw))
+    for checked in (operands, window):
+        if isinstance(checked, Failure):
+            return checked
+    weights, bias = operands
+    pads, stride, dilation, used = window
     x = trimmed_input(rw, x, used)
     groups = channels // group_channels
     group_oc = oc // groups
@@ -280,7 +312,7 @@ def conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
             result.with_shape((*result.shape[:3], group_oc)),
             pad=pads, stride=stride, dilation=dilation))
     conv = outputs[0] if groups == 1 else build.op(rw, "tosa.concat", outputs, result, axis=3)
-    return _finish(rw, op, conv)
+    return with_fused_activation(rw, op, conv)
 
 
 @pattern("tfl.depthwise_conv_2d")
@@ -297,21 +329,17 @@ def depthwise_conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if one != 1 or oc % channels:
         return Failure(f"tfl.depthwise_conv_2d: filter {[one, kh, kw, oc]} does not fit "
                        f"{channels} input channels")
-    weights = float_weights(rw, op.operands[1], element)
-    bias = bias_operand(rw, op, 2, oc, element)
-    for value in (weights, bias):
-        if isinstance(value, Failure):
-            return value
-    stride, dilation = _spatial(op, "stride_{}", "hw"), _spatial(op, "dilation_{}_factor", "hw")
-    fitted = fit_windows(op.attrs["padding"], (ih, iw), result.shape[1:3], (kh, kw), stride,
-                         dilation)
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
+    operands = weights_and_bias(rw, op, 2, oc, element)
+    window = conv_window(op, (ih, iw), result.shape[1:3], (kh, kw))
+    for checked in (operands, window):
+        if isinstance(checked, Failure):
+            return checked
+    weights, bias = operands
+    pads, stride, dilation, used = window
     conv = _conv(rw, "tosa.depthwise_conv2d", trimmed_input(rw, x, used),
                  reshaped(rw, weights, (kh, kw, channels, oc // channels)), bias, result,
                  pad=pads, stride=stride, dilation=dilation)
-    return _finish(rw, op, conv)
+    return with_fused_activation(rw, op, conv)
 
 
 def transposed_pad_before(padding: str, out_size: int, kernel: int, stride: int,
@@ -330,6 +358,32 @@ def transposed_pad_before(padding: str, out_size: int, kernel: int, stride: int,
     else:
         return Failure(f"padding {padding!r} is not supported")
     return max((forward_out - 1) * stride + effective - out_size, 0) // 2
+
+
+def transposed_window(padding: str, in_sizes: Sequence[int], out_sizes: Sequence[int],
+                      kernel: Sequence[int], stride: Sequence[int]
+                      ) -> tuple[list[int], list[int]] | Failure:
+    """TOSA's out_pad [before0, after0, before1, after1] and the input sizes
+    that reach the output, per spatial dim of a 2-D transposed convolution.
+
+    reference_ops::TransposeConv writes input row y, tap ky to output
+    y * stride - pad + ky and drops what falls outside: out_pad_before = -pad,
+    and the pad after makes the requested size. Input rows whose every output
+    falls past the end contribute nothing: they are cut, so that out_pad_after
+    stays above -kernel (TOSA ERROR_IF).
+    """
+    out_pad: list[int] = []
+    used: list[int] = []
+    for size, out, k, s in zip(in_sizes, out_sizes, kernel, stride):
+        before = transposed_pad_before(padding, out, k, s)
+        if isinstance(before, Failure):
+            return before
+        size = min(size, (out - 1 + before) // s + 1)
+        used.append(size)
+        out_pad += [-before, out - ((size - 1) * s + k) + before]
+    if any(p <= -k for p, k in zip(out_pad, (kernel[0], kernel[0], kernel[1], kernel[1]))):
+        return Failure(f"output {list(out_sizes)} is not reachable")
+    return out_pad, used
 
 
 @pattern("tfl.transpose_conv")
@@ -351,28 +405,19 @@ def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if ic != channels or result.shape[3] != oc:
         return Failure(f"tfl.transpose_conv: weights {[oc, kh, kw, ic]} do not fit input "
                        f"{channels} / output {result.shape[3]} channels")
-    weights = float_weights(rw, op.operands[1], element)
-    bias = bias_operand(rw, op, 3, oc, element)
-    for value in (weights, bias):
-        if isinstance(value, Failure):
-            return value
+    operands = weights_and_bias(rw, op, 3, oc, element)
+    if isinstance(operands, Failure):
+        return operands
+    weights, bias = operands
     stride = _spatial(op, "stride_{}", "hw")
-    out_pad: list[int] = []
-    used: list[int] = []
-    for size, out, k, s in zip((ih, iw), result.shape[1:3], (kh, kw), stride):
-        before = transposed_pad_before(op.attrs["padding"], out, k, s)
-        if isinstance(before, Failure):
-            return before
-        # Input rows whose every output lands past the end contribute nothing:
-        # drop them so that out_pad_after stays above -kernel (TOSA ERROR_IF).
-        size = min(size, (out - 1 + before) // s + 1)
-        used.append(size)
-        out_pad += [-before, out - ((size - 1) * s + k) + before]
-    if any(p <= -k for p, k in zip(out_pad, (kh, kh, kw, kw))):
-        return Failure(f"tfl.transpose_conv: output {list(result.shape)} is not reachable")
+    window = transposed_window(op.attrs.get("padding"), (ih, iw), result.shape[1:3], (kh, kw),
+                               stride)
+    if isinstance(window, Failure):
+        return Failure(f"{op.name}: {window.reason}")
+    out_pad, used = window
     conv = _conv(rw, "tosa.transpose_conv2d", trimmed_input(rw, x, used), weights, bias,
                  result, out_pad=out_pad, stride=stride)
-    return _finish(rw, op, conv)
+    return with_fused_activation(rw, op, conv)
 
 
 @pattern("tfl.conv_3d")
@@ -387,22 +432,17 @@ def conv_3d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     kd, kh, kw, ic, oc = tensor_type(op.operands[1]).shape
     if ic != channels:
         return Failure(f"tfl.conv_3d: filter has {ic} input channels, input has {channels}")
-    weights = float_weights(rw, op.operands[1], element)
-    bias = bias_operand(rw, op, 2, oc, element)
-    for value in (weights, bias):
-        if isinstance(value, Failure):
-            return value
-    stride = _spatial(op, "stride_{}", "dhw")
-    dilation = _spatial(op, "dilation_{}_factor", "dhw")
-    fitted = fit_windows(op.attrs["padding"], (id_, ih, iw), result.shape[1:4], (kd, kh, kw),
-                         stride, dilation)
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
+    operands = weights_and_bias(rw, op, 2, oc, element)
+    window = conv_window(op, (id_, ih, iw), result.shape[1:4], (kd, kh, kw), "dhw")
+    for checked in (operands, window):
+        if isinstance(checked, Failure):
+            return checked
+    weights, bias = operands
+    pads, stride, dilation, used = window
     conv = _conv(rw, "tosa.conv3d", trimmed_input(rw, x, used),
                  transposed(rw, weights, (4, 0, 1, 2, 3)), bias, result,
                  pad=pads, stride=stride, dilation=dilation)
-    return _finish(rw, op, conv)
+    return with_fused_activation(rw, op, conv)
 
 
 def zero_inserted(rw: Rewriter, x: Value, axis: int, stride: int) -> Value:
@@ -444,11 +484,10 @@ def conv_3d_transpose(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if ic != channels or result.shape[4] != oc:
         return Failure(f"tfl.conv_3d_transpose: filter {[*kernel, oc, ic]} does not fit "
                        f"input {channels} / output {result.shape[4]} channels")
-    weights = float_weights(rw, op.operands[1], element)
-    bias = bias_operand(rw, op, 3, oc, element)
-    for value in (weights, bias):
-        if isinstance(value, Failure):
-            return value
+    operands = weights_and_bias(rw, op, 3, oc, element)
+    if isinstance(operands, Failure):
+        return operands
+    weights, bias = operands
     stride = _spatial(op, "stride_{}", "dhw")
     dilation = _spatial(op, "dilation_{}_factor", "dhw")
     pads: list[int] = []
@@ -473,7 +512,7 @@ def conv_3d_transpose(op: Op, rw: Rewriter) -> list[Value] | Failure:
     flipped = reversed_axes(rw, transposed(rw, weights, (3, 0, 1, 2, 4)), (1, 2, 3))
     conv = _conv(rw, "tosa.conv3d", x, flipped, bias, result, pad=pads, stride=[1, 1, 1],
                  dilation=dilation)
-    return _finish(rw, op, conv)
+    return with_fused_activation(rw, op, conv)
 
 
 # ---------------------------------------------------------------------------
@@ -499,11 +538,10 @@ def fully_connected(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if rows * ic != tensor_type(x).num_elements or rows * oc != result.num_elements:
         return Failure(f"tfl.fully_connected: input {tensor_type(x)} does not fit weights "
                        f"[{oc}, {ic}]")
-    weights = float_weights(rw, op.operands[1], element)
-    bias = bias_operand(rw, op, 2, oc, element)
-    for value in (weights, bias):
-        if isinstance(value, Failure):
-            return value
+    operands = weights_and_bias(rw, op, 2, oc, element)
+    if isinstance(operands, Failure):
+        return operands
+    weights, bias = operands
     conv = _conv(rw, "tosa.conv2d", build.reshape(rw, x, (rows, 1, 1, ic)),
                  reshaped(rw, weights, (oc, 1, 1, ic)), bias,
                  result.with_shape((rows, 1, 1, oc)),
@@ -541,30 +579,27 @@ def _swap_last(rw: Rewriter, value: Value) -> Value:
     return transposed(rw, value, (0, 2, 1))
 
 
-@pattern("tfl.batch_matmul")
-def batch_matmul(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """MATMUL on rank 3: batch dims broadcast (TILE) and flattened, adj_x/adj_y as
-    TRANSPOSE of the last two dims. A right operand without batch (a weight)
-    is not tiled: the left batch folds into its rows instead. f16 multiplies
-    with f32 accumulation (MATMUL's f16 x f16 -> f32 mode) and CASTs back."""
-    if (failure := require_float_activations(op, weights=(1,))) is not None:
-        return failure
-    result = tensor_type(op.results[0])
-    element = result.element
-    x = op.operands[0]
-    y = float_weights(rw, op.operands[1], element)
-    if isinstance(y, Failure):
-        return y
+def matmul_operands(rw: Rewriter, op: Op, x: Value, y: Value
+                    ) -> tuple[Value, Value, tuple[int, int, int]] | Failure:
+    """BATCH_MATMUL's `x` [*Bx, M, K] and `y` [*By, K, N] as MATMUL's rank-3
+    operands, and MATMUL's result shape.
+
+    Batch dims broadcast (TILE) and are flattened; adj_x / adj_y TRANSPOSE the
+    last two dims. A right operand without batch (a weight) is not tiled: the
+    left batch folds into its rows instead.
+    """
     x_shape, y_shape = tensor_type(x).shape, tensor_type(y).shape
     if len(x_shape) < 2 or len(y_shape) < 2:
-        return Failure("tfl.batch_matmul: operands need rank >= 2")
+        return Failure(f"{op.name}: operands need rank >= 2")
     batch = broadcast_batch(x_shape[:-2], y_shape[:-2])
     if batch is None:
-        return Failure(f"tfl.batch_matmul: batch dims {x_shape[:-2]} and {y_shape[:-2]} "
-                       "do not broadcast")
+        return Failure(f"{op.name}: batch dims {x_shape[:-2]} and {y_shape[:-2]} do not "
+                       "broadcast")
     adj_x, adj_y = bool(op.attrs.get("adj_x")), bool(op.attrs.get("adj_y"))
     m, k = (x_shape[-1], x_shape[-2]) if adj_x else (x_shape[-2], x_shape[-1])
-    n = y_shape[-2] if adj_y else y_shape[-1]
+    y_depth, n = (y_shape[-1], y_shape[-2]) if adj_y else (y_shape[-2], y_shape[-1])
+    if y_depth != k:
+        return Failure(f"{op.name}: depths {k} and {y_depth} differ")
     if all(d == 1 for d in y_shape[:-2]) and not adj_x:
         # [*B, M, K] x [K, N] == [1, B*M, K] x [1, K, N]
         rows = int(np.prod(x_shape[:-1], dtype=np.int64))
@@ -578,8 +613,26 @@ def batch_matmul(op: Op, rw: Rewriter) -> list[Value] | Failure:
         batch_size, m_rows = int(np.prod(batch, dtype=np.int64)), m
     if adj_y:
         rhs = _swap_last(rw, rhs)
-    acc = TensorType((batch_size, m_rows, n), f32)
-    product = build.op(rw, "tosa.matmul", [lhs, rhs, *zero_points(rw, element)], acc)
+    return lhs, rhs, (batch_size, m_rows, n)
+
+
+@pattern("tfl.batch_matmul")
+def batch_matmul(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """MATMUL on rank 3 (`matmul_operands`). f16 multiplies with f32
+    accumulation (MATMUL's f16 x f16 -> f32 mode) and CASTs back."""
+    if (failure := require_float_activations(op, weights=(1,))) is not None:
+        return failure
+    result = tensor_type(op.results[0])
+    element = result.element
+    y = float_weights(rw, op.operands[1], element)
+    if isinstance(y, Failure):
+        return y
+    operands = matmul_operands(rw, op, op.operands[0], y)
+    if isinstance(operands, Failure):
+        return operands
+    lhs, rhs, shape = operands
+    product = build.op(rw, "tosa.matmul", [lhs, rhs, *zero_points(rw, element)],
+                       TensorType(shape, f32))
     if element != f32:
         product = build.cast(rw, product, element)
     return [build.reshape(rw, product, result.shape)]

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import math
 
-from legalize.common import fused_activation
-from legalize.conv import fit_windows, trimmed_input
+from legalize.common import with_fused_activation
+from legalize.conv import conv_window, trimmed_input
 from legalize.integer.support import (
+    ACC_TYPE,
     accumulator_bias,
+    accumulator_type,
     integer_pattern,
-    require_per_tensor,
+    require_one_storage,
     static_shape,
     tensor_type,
     weight_operand,
@@ -47,25 +49,21 @@ from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import ScalarType, TensorType, UniformQuantized, i32, i48, storage_type
 from tfl2tosa.tosa import build
 
+# Input type, output type, weight tensor type, accumulator type.
+Operands = tuple[UniformQuantized, UniformQuantized, TensorType, ScalarType]
 
-def _operands(op: Op, weight_index: int, input_index: int = 0
-              ) -> tuple[UniformQuantized, UniformQuantized, TensorType, ScalarType] | Failure:
+
+def _operands(op: Op, weight_index: int, input_index: int = 0) -> Operands | Failure:
     """Input and output per-tensor types (both int8 or both int16), the int8
     weight tensor type, and the accumulator type (i32 or i48)."""
-    elements = require_per_tensor(op, [op.operands[input_index], op.results[0]], "i8", "i16")
+    elements = require_one_storage(op, [op.operands[input_index], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
-    if elements[0].storage != elements[1].storage:
-        return Failure(f"{op.name}: input and output storage types differ")
     weights = tensor_type(op.operands[weight_index])
     if weights is None or storage_type(weights.element).name != "i8" or \
             static_shape(op.operands[weight_index]) is None:
         return Failure(f"{op.name}: weights are not a static int8 quantized tensor")
-    acc = i32 if elements[0].storage.bits == 8 else i48
-    return elements[0], elements[1], weights, acc
-
-
-_ACC_TYPE = {32: "INT32", 48: "INT48"}
+    return elements[0], elements[1], weights, accumulator_type(elements[0])
 
 
 def _channel_scales(op: Op, x: UniformQuantized, out: UniformQuantized,
@@ -84,29 +82,56 @@ def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType) -> list
     return [build.zero_point(rw, x.zero_point, x), build.zero_point(rw, w_zp, weights.element)]
 
 
+def _accumulate(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, x: Value,
+                filter_shape: tuple[int, ...] | None, acc_shape: tuple[int, ...],
+                **attrs: object) -> tuple[Value, list[float]] | Failure:
+    """The convolution `tosa_name` of `x` with op's weights (reshaped to
+    `filter_shape`), bias and zero points into the accumulator, and the
+    per-channel scales that take the accumulator to the output."""
+    x_type, out_type, weights, acc_element = operands
+    channels = acc_shape[-1]
+    scales = _channel_scales(op, x_type, out_type, weights, channels)
+    bias = accumulator_bias(rw, op, 2, channels, acc_element)
+    zero_points = _zero_points(rw, x_type, weights)
+    for checked in (scales, bias, zero_points):
+        if isinstance(checked, Failure):
+            return checked
+    filter_ = weight_operand(rw, op.operands[1], filter_shape)
+    if isinstance(filter_, Failure):
+        return filter_
+    acc = build.op(rw, tosa_name, [x, filter_, bias, *zero_points],
+                   TensorType(acc_shape, acc_element), acc_type=ACC_TYPE[acc_element.bits],
+                   **attrs)
+    return acc, scales
+
+
 def _scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
                    out: UniformQuantized) -> list[Value] | Failure:
-    """RESCALE the i32 accumulator per channel, then the fused activation's CLAMP."""
+    """RESCALE the accumulator per channel, then the fused activation's CLAMP."""
     result = tensor_type(op.results[0])
     scaled = rescale_per_channel(rw, acc, scales, out, rounding_mode(op.name))
     if tensor_type(scaled).shape != result.shape:
         scaled = build.reshape(rw, scaled, result.shape)
-    activated = fused_activation(rw, scaled, op.attrs.get("fused_activation_function"))
-    return activated if isinstance(activated, Failure) else [activated]
+    return with_fused_activation(rw, op, scaled)
 
 
-def _window(op: Op, in_hw: tuple[int, int], out_hw: tuple[int, int], kernel: tuple[int, int]
-            ) -> tuple[list[int], list[int], list[int], list[int]] | Failure:
-    """(pad, stride, dilation, used input sizes) as TOSA needs them."""
-    stride = [int(op.attrs.get("stride_h", 1)), int(op.attrs.get("stride_w", 1))]
-    dilation = [int(op.attrs.get("dilation_h_factor", 1)),
-                int(op.attrs.get("dilation_w_factor", 1))]
-    fitted = fit_windows(op.attrs.get("padding", "VALID"), in_hw, out_hw, kernel, stride,
-                         dilation)
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
-    return pads, stride, dilation, used
+def _windowed(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, kernel: tuple[int, int],
+              filter_shape: tuple[int, ...] | None) -> list[Value] | Failure:
+    """CONV2D or DEPTHWISE_CONV2D over op's input with TFLite's window, then
+    the per-channel RESCALE and CLAMP."""
+    x = op.operands[0]
+    result = tensor_type(op.results[0])
+    window = conv_window(op, tensor_type(x).shape[1:3], result.shape[1:3], kernel)
+    if isinstance(window, Failure):
+        return window
+    pads, stride, dilation, used = window
+    accumulated = _accumulate(rw, op, operands, tosa_name, trimmed_input(rw, x, used),
+                              filter_shape, result.shape, pad=pads, stride=stride,
+                              dilation=dilation)
+    if isinstance(accumulated, Failure):
+        return accumulated
+    acc, scales = accumulated
+    return _scaled_output(rw, op, acc, scales, operands[1])
 
 
 @pattern("tfl.conv_2d", kind="integer", label="conv_2d_int", types=("i8", "i16"))
@@ -114,32 +139,15 @@ def _window(op: Op, in_hw: tuple[int, int], out_hw: tuple[int, int], kernel: tup
 def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CONV2D (i8 x i8 -> i32 or i16 x i8 -> i48, OHWI filter as TOSA) + per-channel
     RESCALE + CLAMP."""
-    checked = _operands(op, 1)
-    if isinstance(checked, Failure):
-        return checked
-    x_type, out_type, weights, acc_element = checked
-    _, ih, iw, channels = tensor_type(op.operands[0]).shape
-    oc, kh, kw, ic = weights.shape
+    operands = _operands(op, 1)
+    if isinstance(operands, Failure):
+        return operands
+    channels = tensor_type(op.operands[0]).shape[3]
+    _, kh, kw, ic = operands[2].shape
     if ic != channels:
         return Failure(f"{op.name}: grouped int8 convolution ({channels} input channels, "
                        f"filter {ic}) is not supported")
-    result = tensor_type(op.results[0])
-    window = _window(op, (ih, iw), result.shape[1:3], (kh, kw))
-    scales = _channel_scales(op, x_type, out_type, weights, oc)
-    bias = accumulator_bias(rw, op, 2, oc, acc_element)
-    zero_points = _zero_points(rw, x_type, weights)
-    for checked_value in (window, scales, bias, zero_points):
-        if isinstance(checked_value, Failure):
-            return checked_value
-    pads, stride, dilation, used = window
-    filter_ohwi = weight_operand(rw, op.operands[1])
-    if isinstance(filter_ohwi, Failure):
-        return filter_ohwi
-    acc = build.op(rw, "tosa.conv2d",
-                   [trimmed_input(rw, op.operands[0], used), filter_ohwi, bias, *zero_points],
-                   result.with_element(acc_element), pad=pads, stride=stride,
-                   dilation=dilation, acc_type=_ACC_TYPE[acc_element.bits])
-    return _scaled_output(rw, op, acc, scales, out_type)
+    return _windowed(rw, op, operands, "tosa.conv2d", (kh, kw), None)
 
 
 @pattern("tfl.depthwise_conv_2d", kind="integer", label="depthwise_conv_2d_int",
@@ -148,32 +156,16 @@ def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """DEPTHWISE_CONV2D on the filter [1, KH, KW, C*M] reshaped to TOSA's
     [KH, KW, C, M] (output channel c*M + m in both) + per-channel RESCALE + CLAMP."""
-    checked = _operands(op, 1)
-    if isinstance(checked, Failure):
-        return checked
-    x_type, out_type, weights, acc_element = checked
-    _, ih, iw, channels = tensor_type(op.operands[0]).shape
-    one, kh, kw, oc = weights.shape
+    operands = _operands(op, 1)
+    if isinstance(operands, Failure):
+        return operands
+    channels = tensor_type(op.operands[0]).shape[3]
+    one, kh, kw, oc = operands[2].shape
     if one != 1 or oc % channels:
-        return Failure(f"{op.name}: filter {list(weights.shape)} does not fit {channels} "
+        return Failure(f"{op.name}: filter {list(operands[2].shape)} does not fit {channels} "
                        "input channels")
-    result = tensor_type(op.results[0])
-    window = _window(op, (ih, iw), result.shape[1:3], (kh, kw))
-    scales = _channel_scales(op, x_type, out_type, weights, oc)
-    bias = accumulator_bias(rw, op, 2, oc, acc_element)
-    zero_points = _zero_points(rw, x_type, weights)
-    for checked_value in (window, scales, bias, zero_points):
-        if isinstance(checked_value, Failure):
-            return checked_value
-    pads, stride, dilation, used = window
-    filter_hwcm = weight_operand(rw, op.operands[1], (kh, kw, channels, oc // channels))
-    if isinstance(filter_hwcm, Failure):
-        return filter_hwcm
-    acc = build.op(rw, "tosa.depthwise_conv2d",
-                   [trimmed_input(rw, op.operands[0], used), filter_hwcm, bias, *zero_points],
-                   result.with_element(acc_element), pad=pads, stride=stride,
-                   dilation=dilation, acc_type=_ACC_TYPE[acc_element.bits])
-    return _scaled_output(rw, op, acc, scales, out_type)
+    return _windowed(rw, op, operands, "tosa.depthwise_conv2d", (kh, kw),
+                     (kh, kw, channels, oc // channels))
 
 
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
@@ -186,32 +178,24 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     then the result shape."""
     if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
         return Failure(f"{op.name}: only DEFAULT weights and one result are supported")
-    checked = _operands(op, 1)
-    if isinstance(checked, Failure):
-        return checked
-    x_type, out_type, weights, acc_element = checked
+    operands = _operands(op, 1)
+    if isinstance(operands, Failure):
+        return operands
+    weights, acc_element = operands[2:]
     if len(weights.shape) != 2:
         return Failure(f"{op.name}: weights of rank {len(weights.shape)}")
     oc, ic = weights.shape
     x_shape = tensor_type(op.operands[0]).shape
     rows = math.prod(x_shape) // ic
-    result = tensor_type(op.results[0])
-    if rows * ic != math.prod(x_shape) or rows * oc != result.num_elements:
+    if rows * ic != math.prod(x_shape) or rows * oc != tensor_type(op.results[0]).num_elements:
         return Failure(f"{op.name}: input {list(x_shape)} does not fit weights [{oc}, {ic}]")
-    scales = _channel_scales(op, x_type, out_type, weights, oc)
-    bias = accumulator_bias(rw, op, 2, oc, acc_element)
-    zero_points = _zero_points(rw, x_type, weights)
-    for checked_value in (scales, bias, zero_points):
-        if isinstance(checked_value, Failure):
-            return checked_value
-    filter_ohwi = weight_operand(rw, op.operands[1], (oc, 1, 1, ic))
-    if isinstance(filter_ohwi, Failure):
-        return filter_ohwi
-    acc = build.op(rw, "tosa.conv2d",
-                   [build.reshape(rw, op.operands[0], (rows, 1, 1, ic)), filter_ohwi, bias,
-                    *zero_points],
-                   TensorType((rows, 1, 1, oc), acc_element), pad=[0, 0, 0, 0],
-                   stride=[1, 1], dilation=[1, 1], acc_type=_ACC_TYPE[acc_element.bits])
+    accumulated = _accumulate(rw, op, operands, "tosa.conv2d",
+                              build.reshape(rw, op.operands[0], (rows, 1, 1, ic)),
+                              (oc, 1, 1, ic), (rows, 1, 1, oc), pad=[0, 0, 0, 0],
+                              stride=[1, 1], dilation=[1, 1])
+    if isinstance(accumulated, Failure):
+        return accumulated
+    acc, scales = accumulated
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
         # with the 32-bit multiplier (single rounding), which RESCALE only applies
@@ -219,4 +203,4 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         # int32, true unless |sum of products + bias| reaches 2^31).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
-    return _scaled_output(rw, op, acc, scales, out_type)
+    return _scaled_output(rw, op, acc, scales, operands[1])

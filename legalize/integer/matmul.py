@@ -19,22 +19,22 @@ point is not used: TFLite's weights are symmetric) into an int32 (int8) or
 int64 (int16x8) accumulator, adds the bias, scales each output channel by
 `s_in * s_w[c] / s_out` (double) and adds zp_out. TOSA TRANSPOSE_CONV2D with
 out_pad = -(TFLite's padding) gives the same accumulator (geometry from the
-float pattern, legalize.conv.transposed_pad_before), then a per-channel RESCALE
+float pattern, legalize.conv.transposed_window), then a per-channel RESCALE
 (i48 with the 15-bit multipliers for int16x8) and the fused activation's CLAMP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from legalize.common import constant_value, fused_activation
-from legalize.conv import broadcast_batch, reshaped, transposed, transposed_pad_before
+from legalize.common import constant_value, with_fused_activation
+from legalize.conv import matmul_operands, transposed_window, trimmed_input
 from legalize.integer.support import (
+    ACC_TYPE,
     accumulator_bias,
+    accumulator_type,
     integer_pattern,
-    require_per_tensor,
+    require_one_storage,
     static_shape,
     tensor_type,
     weight_operand,
@@ -46,23 +46,13 @@ from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
-    ScalarType,
     TensorType,
     UniformQuantized,
     UniformQuantizedPerAxis,
-    i32,
     i48,
     storage_type,
 )
 from tfl2tosa.tosa import build
-
-_ACC_TYPE = {32: "INT32", 48: "INT48"}
-
-
-def _accumulator(element: UniformQuantized) -> ScalarType:
-    """i32 for 8-bit activations, i48 for 16-bit ones (TOSA's conv/matmul modes)."""
-    return i32 if element.storage.bits == 8 else i48
-
 
 # ---------------------------------------------------------------------------
 # BATCH_MATMUL
@@ -77,23 +67,6 @@ def _stored(rw: Rewriter, value: Value) -> Value:
     return build.const(rw, np.ascontiguousarray(array), storage_type(tensor_type(value).element))
 
 
-def _batched(rw: Rewriter, value: Value, batch: tuple[int, ...]) -> Value:
-    """[*b, R, C] -> [prod(batch), R, C], TILEing the batch dims it broadcasts."""
-    shape = tuple(tensor_type(value).shape)
-    rows, cols = shape[-2:]
-    own = (1,) * (len(batch) - len(shape) + 2) + shape[:-2]
-    if own != batch:
-        value = reshaped(rw, value, (*own, rows, cols))
-        multiples = [b if o == 1 else 1 for o, b in zip(own, batch)] + [1, 1]
-        value = build.op(rw, "tosa.tile", [value, build.const_shape(rw, multiples)],
-                         tensor_type(value).with_shape((*batch, rows, cols)))
-    return reshaped(rw, value, (int(np.prod(batch, dtype=np.int64)), rows, cols))
-
-
-def _swap_last(rw: Rewriter, value: Value) -> Value:
-    return transposed(rw, value, (0, 2, 1))
-
-
 def _matmul_scale(x: UniformQuantized, y: UniformQuantized, out: UniformQuantized) -> float:
     """`double(float(s_x * s_y)) / double(s_out)`, as GetQuantizedConvolutionMultipler
     computes it for an op without a bias."""
@@ -106,45 +79,22 @@ def batch_matmul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """MATMUL (A_zp, B_zp; i32 or i48 accumulator) on the operands flattened to
     rank 3 (batch dims broadcast by TILE, adj_x / adj_y by TRANSPOSE), RESCALE to
     the output type, RESHAPE to the result."""
-    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
     q_x, q_y, q_out = elements
-    if not q_x.storage == q_y.storage == q_out.storage:
-        return Failure(f"{op.name}: operands and result have different storage types")
-    acc_element = _accumulator(q_out)
+    acc_element = accumulator_type(q_out)
     if acc_element == i48 and (q_x.zero_point or q_y.zero_point):
         return Failure(f"{op.name}: int16 operands with a non-zero zero point (TOSA's "
                        "16-bit MATMUL has none)")
-    x, y = _stored(rw, op.operands[0]), _stored(rw, op.operands[1])
-    x_shape, y_shape = tensor_type(x).shape, tensor_type(y).shape
-    if len(x_shape) < 2 or len(y_shape) < 2:
-        return Failure(f"{op.name}: operands need rank >= 2")
-    batch = broadcast_batch(x_shape[:-2], y_shape[:-2])
-    if batch is None:
-        return Failure(f"{op.name}: batch dims {x_shape[:-2]} and {y_shape[:-2]} do not "
-                       "broadcast")
-    adj_x, adj_y = bool(op.attrs.get("adj_x")), bool(op.attrs.get("adj_y"))
-    m, k = (x_shape[-1], x_shape[-2]) if adj_x else (x_shape[-2], x_shape[-1])
-    y_depth, n = (y_shape[-1], y_shape[-2]) if adj_y else (y_shape[-2], y_shape[-1])
-    if y_depth != k:
-        return Failure(f"{op.name}: depths {k} and {y_depth} differ")
-    if all(d == 1 for d in y_shape[:-2]) and not adj_x:
-        # [*B, M, K] x [K, N] == [1, B*M, K] x [1, K, N]: no TILE of the right side.
-        rows = int(np.prod(x_shape[:-1], dtype=np.int64))
-        lhs, rhs = reshaped(rw, x, (1, rows, k)), reshaped(rw, y, (1, *y_shape[-2:]))
-        batch_size, m_rows = 1, rows
-    else:
-        lhs, rhs = _batched(rw, x, batch), _batched(rw, y, batch)
-        if adj_x:
-            lhs = _swap_last(rw, lhs)
-        batch_size, m_rows = int(np.prod(batch, dtype=np.int64)), m
-    if adj_y:
-        rhs = _swap_last(rw, rhs)
+    operands = matmul_operands(rw, op, _stored(rw, op.operands[0]), _stored(rw, op.operands[1]))
+    if isinstance(operands, Failure):
+        return operands
+    lhs, rhs, shape = operands
     zero_points = [build.zero_point(rw, q_x.zero_point, q_x),
                    build.zero_point(rw, q_y.zero_point, q_y)]
     acc = build.op(rw, "tosa.matmul", [lhs, rhs, *zero_points],
-                   TensorType((batch_size, m_rows, n), acc_element))
+                   TensorType(shape, acc_element))
     scaled = rescale_from_i32(rw, acc, _matmul_scale(q_x, q_y, q_out), q_out,
                               rounding_mode(op.name))
     return [build.reshape(rw, scaled, tensor_type(op.results[0]).shape)]
@@ -152,30 +102,6 @@ def batch_matmul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 # ---------------------------------------------------------------------------
 # TRANSPOSE_CONV
-
-
-def _transposed_window(padding: str, in_sizes: Sequence[int], out_sizes: Sequence[int],
-                       kernel: Sequence[int], stride: Sequence[int]
-                       ) -> tuple[list[int], list[int]] | Failure:
-    """TOSA out_pad and the input sizes that reach the output, per spatial dim.
-
-    reference TransposeConv writes input row y, tap ky to output y * stride -
-    pad + ky and drops what falls outside: out_pad_before = -pad, and the pad
-    after makes the requested size. Input rows whose every output falls past
-    the end are cut, so that out_pad_after stays above -kernel (TOSA ERROR_IF).
-    """
-    out_pad: list[int] = []
-    used: list[int] = []
-    for size, out, k, s in zip(in_sizes, out_sizes, kernel, stride):
-        before = transposed_pad_before(padding, out, k, s)
-        if isinstance(before, Failure):
-            return before
-        size = min(size, (out - 1 + before) // s + 1)
-        used.append(size)
-        out_pad += [-before, out - ((size - 1) * s + k) + before]
-    if any(p <= -k for p, k in zip(out_pad, (kernel[0], kernel[0], kernel[1], kernel[1]))):
-        return Failure(f"output {list(out_sizes)} is not reachable")
-    return out_pad, used
 
 
 def _bias_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
@@ -195,12 +121,10 @@ def _bias_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
 def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TRANSPOSE_CONV2D (i8 x i8 -> i32 or i16 x i8 -> i48, out_pad = -TFLite's
     padding) + per-channel RESCALE + CLAMP."""
-    elements = require_per_tensor(op, [op.operands[2], op.results[0]], "i8", "i16")
+    elements = require_one_storage(op, [op.operands[2], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
     q_in, q_out = elements
-    if q_in.storage != q_out.storage:
-        return Failure(f"{op.name}: input and output storage types differ")
     weights = tensor_type(op.operands[1])
     if storage_type(weights.element).name != "i8" or static_shape(op.operands[1]) is None:
         return Failure(f"{op.name}: weights are not a static int8 quantized tensor")
@@ -211,7 +135,7 @@ def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure(f"{op.name}: weights with a non-zero zero point (TFLite ignores it)")
     if refused := _bias_refusal(op, q_in):
         return refused
-    acc_element = _accumulator(q_in)
+    acc_element = accumulator_type(q_in)
     result = tensor_type(op.results[0])
     _, ih, iw, channels = tensor_type(op.operands[2]).shape
     oc, kh, kw, ic = weights.shape
@@ -219,8 +143,8 @@ def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure(f"{op.name}: weights {[oc, kh, kw, ic]} do not fit input {channels} "
                        f"/ output {result.shape[3]} channels")
     stride = [int(op.attrs.get("stride_h", 1)), int(op.attrs.get("stride_w", 1))]
-    window = _transposed_window(op.attrs["padding"], (ih, iw), result.shape[1:3], (kh, kw),
-                                stride)
+    window = transposed_window(op.attrs.get("padding"), (ih, iw), result.shape[1:3], (kh, kw),
+                               stride)
     channel_scales = weight_scales(weights.element, oc)
     bias = accumulator_bias(rw, op, 3, oc, acc_element)
     filter_ohwi = weight_operand(rw, op.operands[1])
@@ -228,15 +152,12 @@ def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         if isinstance(checked, Failure):
             return Failure(f"{op.name}: {checked.reason}")
     out_pad, used = window
-    x = op.operands[2]
-    if list(used) != [ih, iw]:
-        x = build.slice(rw, x, [0, 0, 0, 0], [tensor_type(x).shape[0], *used, channels])
+    x = trimmed_input(rw, op.operands[2], used)
     zero_points = [build.zero_point(rw, q_in.zero_point, q_in),
                    build.zero_point(rw, 0, weights.element)]
     acc = build.op(rw, "tosa.transpose_conv2d", [x, filter_ohwi, bias, *zero_points],
                    result.with_element(acc_element), out_pad=out_pad, stride=stride,
-                   acc_type=_ACC_TYPE[acc_element.bits])
+                   acc_type=ACC_TYPE[acc_element.bits])
     scales = [q_in.scale * s / q_out.scale for s in channel_scales]
     scaled = rescale_per_channel(rw, acc, scales, q_out, rounding_mode(op.name))
-    activated = fused_activation(rw, scaled, op.attrs.get("fused_activation_function"))
-    return activated if isinstance(activated, Failure) else [activated]
+    return with_fused_activation(rw, op, scaled)
