@@ -1,7 +1,7 @@
 """Patterns for TFL pooling: AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D (float path).
 
 Window geometry is TFLite's (SAME pads `total // 2` before), made exact for
-TOSA by `legalize.conv.fit_windows`. Both TFLite and TOSA leave padding out
+TOSA by `legalize.conv.pool_window`. Both TFLite and TOSA leave padding out
 of the average's count and out of the maximum.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from legalize.activations import float_operand
 from legalize.common import scalar, tensor_type, with_fused_activation
-from legalize.conv import FLOAT_ACC_TYPE, fit_windows, trimmed_input
+from legalize.conv import FLOAT_ACC_TYPE, pool_window
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
@@ -18,20 +18,10 @@ from tfl2tosa.tosa import build
 
 
 def _window(op: Op, rw: Rewriter) -> tuple[Value, dict[str, list[int]]] | Failure:
-    """The (trimmed) input and the kernel/stride/pad attributes of a Pool2DOptions op."""
+    """The float input's `pool_window`."""
     if (failure := float_operand(op)) is not None:
         return failure
-    x = op.operands[0]
-    _, ih, iw, _ = tensor_type(x).shape
-    result = tensor_type(op.results[0])
-    kernel = [int(op.attrs["filter_height"]), int(op.attrs["filter_width"])]
-    stride = [int(op.attrs["stride_h"]), int(op.attrs["stride_w"])]
-    fitted = fit_windows(op.attrs["padding"], (ih, iw), result.shape[1:3], kernel, stride,
-                         (1, 1))
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
-    return trimmed_input(rw, x, used), {"kernel": kernel, "stride": stride, "pad": pads}
+    return pool_window(op, rw, op.operands[0])
 
 
 def _average(rw: Rewriter, x: Value, result: TensorType, window: dict[str, list[int]]) -> Value:

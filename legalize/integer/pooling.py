@@ -21,14 +21,14 @@ of 0 and 1 with zero point 5 is 1 in TFLite, 0 after the zero point is taken
 out and added back), which is why the zero points stay 0.
 
 Window geometry (SAME/VALID, rows no window reads) is the float pattern's:
-`legalize.conv.fit_windows` and `trimmed_input`.
+`legalize.conv.pool_window`.
 """
 
 from __future__ import annotations
 
-from legalize.common import fused_activation
-from legalize.conv import fit_windows, trimmed_input
-from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
+from legalize.common import with_fused_activation
+from legalize.conv import pool_window
+from legalize.integer.support import integer_pattern, require_one_storage, tensor_type
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
@@ -42,43 +42,21 @@ _SCALE_TOLERANCE = 1.0e-6
 def _same_quantization(op: Op, *storages: str) -> Failure | None:
     """Why the input and output of pooling `op` cannot take a raw-value pattern, if
     they cannot: both per-tensor `storages`, one storage type, equal parameters."""
-    elements = require_per_tensor(op, [op.operands[0], op.results[0]], *storages)
+    elements = require_one_storage(op, [op.operands[0], op.results[0]], *storages)
     if isinstance(elements, Failure):
         return elements
     q_in, q_out = elements
-    if q_in.storage != q_out.storage:
-        return Failure(f"{op.name}: input {q_in} and output {q_out} storage types differ")
     if abs(q_in.scale - q_out.scale) > _SCALE_TOLERANCE or q_in.zero_point != q_out.zero_point:
         return Failure(f"{op.name}: input {q_in} and output {q_out} are quantized "
                        "differently (TFLite's kernel ignores the parameters)")
     return None
 
 
-def _window(op: Op, rw: Rewriter, x: Value) -> tuple[Value, dict[str, list[int]]] | Failure:
-    """`x` (op's input or its int8 twin) trimmed to the rows the windows read, and
-    TOSA's kernel/stride/pad for the Pool2DOptions of `op`."""
-    _, ih, iw, _ = tensor_type(x).shape
-    result = tensor_type(op.results[0])
-    kernel = [int(op.attrs["filter_height"]), int(op.attrs["filter_width"])]
-    stride = [int(op.attrs["stride_h"]), int(op.attrs["stride_w"])]
-    fitted = fit_windows(op.attrs["padding"], (ih, iw), result.shape[1:3], kernel, stride,
-                         (1, 1))
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
-    return trimmed_input(rw, x, used), {"kernel": kernel, "stride": stride, "pad": pads}
-
-
 def _pooled_window(op: Op, rw: Rewriter) -> tuple[Value, dict[str, list[int]]] | Failure:
     """The (trimmed) input and TOSA's kernel/stride/pad for an int8/int16
     Pool2DOptions op whose input and output share their quantization."""
     refused = _same_quantization(op, "i8", "i16")
-    return refused if refused is not None else _window(op, rw, op.operands[0])
-
-
-def _activated(rw: Rewriter, op: Op, value: Value) -> list[Value] | Failure:
-    activated = fused_activation(rw, value, op.attrs.get("fused_activation_function"))
-    return activated if isinstance(activated, Failure) else [activated]
+    return refused if refused is not None else pool_window(op, rw, op.operands[0])
 
 
 @pattern("tfl.average_pool_2d", kind="integer", label="average_pool_2d_int",
@@ -95,7 +73,7 @@ def average_pool_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     zero = build.zero_point(rw, 0, result.element)
     pooled = build.op(rw, "tosa.avg_pool2d", [x, zero, zero], result, acc_type="INT32",
                       **attrs)
-    return _activated(rw, op, pooled)
+    return with_fused_activation(rw, op, pooled)
 
 
 @pattern("tfl.max_pool_2d", kind="integer", label="max_pool_2d_int", types=("i8", "i16"))
@@ -108,7 +86,7 @@ def max_pool_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     x, attrs = window
     pooled = build.op(rw, "tosa.max_pool2d", [x], tensor_type(op.results[0]),
                       nan_mode="PROPAGATE", **attrs)
-    return _activated(rw, op, pooled)
+    return with_fused_activation(rw, op, pooled)
 
 
 # TFLite's uint8 stored values are the int8 twins' plus 128 (legalize.integer.data).
@@ -135,7 +113,7 @@ def average_pool_2d_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     # patterns before the ones of modules registered earlier (see casts.py).
     from legalize.integer.data import from_int8, int8_twin, to_int8
 
-    window = _window(op, rw, to_int8(rw, op.operands[0]))
+    window = pool_window(op, rw, to_int8(rw, op.operands[0]))
     if isinstance(window, Failure):
         return window
     x, attrs = window
@@ -143,7 +121,7 @@ def average_pool_2d_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     twin = result.with_element(int8_twin(result.element))
     zero = build.zero_point(rw, -_UINT8_OFFSET, twin.element)
     pooled = build.op(rw, "tosa.avg_pool2d", [x, zero, zero], twin, acc_type="INT32", **attrs)
-    activated = _activated(rw, op, pooled)
+    activated = with_fused_activation(rw, op, pooled)
     if isinstance(activated, Failure):
         return activated
     return [from_int8(rw, activated[0], result)]
