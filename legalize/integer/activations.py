@@ -37,9 +37,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from legalize.common import reshape_to_rank
+from legalize.common import reshape_to_rank, scalar
 from legalize.integer.data import from_int8, int8_twin, is_uint8, to_int8
-from legalize.integer.support import integer_pattern, require_per_tensor
+from legalize.integer.support import integer_pattern, require_one_storage
 from legalize.quantized import (
     SINGLE_ROUND,
     quantize_scalar,
@@ -71,12 +71,10 @@ def _unary_types(op: Op, *storages: str) -> tuple[UniformQuantized, UniformQuant
     """Per-tensor input and output types of one of `storages`, the same for
     both (TFLite's kernels require it); int16 zero points 0 (TFLite and TOSA
     RESCALE both require it)."""
-    elements = require_per_tensor(op, [op.operands[0], op.results[0]], *storages)
+    elements = require_one_storage(op, [op.operands[0], op.results[0]], *storages)
     if isinstance(elements, Failure):
         return elements
     x_type, out_type = elements
-    if x_type.storage != out_type.storage:
-        return Failure(f"{op.name}: input {x_type} and output {out_type} storage types differ")
     if x_type.storage.bits == 16 and (x_type.zero_point or out_type.zero_point):
         return Failure(f"{op.name}: int16 zero points must be 0")
     return x_type, out_type
@@ -284,28 +282,29 @@ def elu_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return types if isinstance(types, Failure) else _lut(rw, op, types, _elu)
 
 
-@pattern("tfl.logistic", kind="integer", label="logistic_int", types=("i8", "u8", "i16"))
-@integer_pattern
-def logistic_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """8-bit: TABLE of `1 / (1 + exp(-x))`; int16: TFLite's fixed-point kernel."""
+def _table_or_int16_kernel(op: Op, rw: Rewriter, transform: Transform,
+                           kernel: SigmoidKernel) -> list[Value] | Failure:
+    """8-bit: TABLE of `transform`; int16: TFLite's fixed-point `kernel`."""
     types = _unary_types(op, I8, U8, I16)
     if isinstance(types, Failure):
         return types
     if types[0].storage.bits == 8:
-        return _lut(rw, op, types, _logistic)
-    return _sigmoid_kernel_int16(op, rw, *types, LOGISTIC_INT16)
+        return _lut(rw, op, types, transform)
+    return _sigmoid_kernel_int16(op, rw, *types, kernel)
+
+
+@pattern("tfl.logistic", kind="integer", label="logistic_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def logistic_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """8-bit: TABLE of `1 / (1 + exp(-x))`; int16: TFLite's fixed-point kernel."""
+    return _table_or_int16_kernel(op, rw, _logistic, LOGISTIC_INT16)
 
 
 @pattern("tfl.tanh", kind="integer", label="tanh_int", types=("i8", "u8", "i16"))
 @integer_pattern
 def tanh_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """8-bit: TABLE of `std::tanh`; int16: TFLite's fixed-point kernel."""
-    types = _unary_types(op, I8, U8, I16)
-    if isinstance(types, Failure):
-        return types
-    if types[0].storage.bits == 8:
-        return _lut(rw, op, types, _tanh)
-    return _sigmoid_kernel_int16(op, rw, *types, TANH_INT16)
+    return _table_or_int16_kernel(op, rw, _tanh, TANH_INT16)
 
 
 # ---------------------------------------------------------------------------
@@ -574,10 +573,6 @@ def sigmoid_segment_tables(kernel: SigmoidKernel) -> tuple[np.ndarray, np.ndarra
     return base.astype(np.int32), slope.astype(np.int32)
 
 
-def _i32_const(rw: Rewriter, value: int, rank: int) -> Value:
-    return build.const(rw, np.full((1,) * rank, value, dtype=np.int32), i32)
-
-
 def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
                           out_type: UniformQuantized, kernel: SigmoidKernel
                           ) -> list[Value] | Failure:
@@ -601,13 +596,13 @@ def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
         return build.op(rw, name, [a, b], i32_type, **attrs)
 
     d = build.mul(rw, rescale_to_i32(rw, op.operands[0], input_zp=0),
-                  _i32_const(rw, multiplier, rank), result_type=i32_type)
+                  scalar(rw, multiplier, i32, rank), result_type=i32_type)
     if shift:
-        d = binary("tosa.arithmetic_right_shift", d, _i32_const(rw, shift, rank), round=True)
+        d = binary("tosa.arithmetic_right_shift", d, scalar(rw, shift, i32, rank), round=True)
     magnitude = build.op(rw, "tosa.abs", [d], i32_type)
     segment = binary("tosa.arithmetic_right_shift", magnitude,
-                     _i32_const(rw, kernel.fraction_bits, rank), round=False)
-    index = build.reshape(rw, binary("tosa.minimum", segment, _i32_const(rw, 255, rank),
+                     scalar(rw, kernel.fraction_bits, i32, rank), round=False)
+    index = build.reshape(rw, binary("tosa.minimum", segment, scalar(rw, 255, i32, rank),
                                      nan_mode="PROPAGATE"), (1, count))
     base_table, slope_table = sigmoid_segment_tables(kernel)
 
@@ -617,11 +612,11 @@ def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
         return build.reshape(rw, found, shape)
 
     fraction = binary("tosa.bitwise_and", magnitude,
-                      _i32_const(rw, (1 << kernel.fraction_bits) - 1, rank))
+                      scalar(rw, (1 << kernel.fraction_bits) - 1, i32, rank))
     result = binary("tosa.add", gather(base_table),
                     build.mul(rw, fraction, gather(slope_table), result_type=i32_type))
-    mirrored = binary("tosa.sub", _i32_const(rw, kernel.negative_total, rank), result)
-    non_negative = build.op(rw, "tosa.greater_equal", [d, _i32_const(rw, 0, rank)],
+    mirrored = binary("tosa.sub", scalar(rw, kernel.negative_total, i32, rank), result)
+    non_negative = build.op(rw, "tosa.greater_equal", [d, scalar(rw, 0, i32, rank)],
                             t.with_element(i1))
     chosen = build.op(rw, "tosa.select", [non_negative, result, mirrored], i32_type)
     return [rescale(rw, chosen, 2.0 ** -kernel.output_shift, out_type, input_zp=0,
@@ -757,12 +752,10 @@ def prelu_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """x - zp and alpha - zp_alpha as i32, their product MUL, RESCALE x by
     s_in / s_out and the product by s_in * s_alpha / s_out, SELECT on the
     sign of x (reference_ops::BroadcastPrelu4DSlow; alpha broadcast)."""
-    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], I8, U8)
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], I8, U8)
     if isinstance(elements, Failure):
         return elements
     x_type, alpha_type, out_type = elements
-    if len({x_type.storage, alpha_type.storage, out_type.storage}) != 1:
-        return Failure(f"{op.name}: input, alpha and output storage types differ")
     result_value = op.results[0]
     result = result_value.type
     if tuple(op.operands[0].type.shape) != tuple(result.shape):
