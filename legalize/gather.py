@@ -16,6 +16,8 @@ import numpy as np
 from legalize.common import constant_value, element, require_float, scalar, tensor_type
 from legalize.registry import pattern
 from legalize.shape import (
+    MOVE_TYPES,
+    SELECT_TYPES,
     fresh,
     int_list,
     normalize_axis,
@@ -28,9 +30,9 @@ from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import ScalarType, TensorType, i1, i8, i32, numpy_dtype, storage_type
 from tfl2tosa.tosa import build
 
-# TOSA GATHER/SCATTER take i8, i16, i32, f16, f32 (bool goes through an i8 CAST).
-GATHER_TYPES = ("f32", "f16", "i32", "bool", "i8", "u8", "i16")
-SELECT_TYPES = GATHER_TYPES
+# TOSA GATHER/SCATTER take i8, i16, i32, f16, f32; bool goes through an i8 CAST,
+# so gathers serve every column a move does.
+GATHER_TYPES = MOVE_TYPES
 
 
 def _prod(dims: list[int] | tuple[int, ...]) -> int:

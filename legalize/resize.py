@@ -109,14 +109,24 @@ def tflite_nearest(in_size: int, out_size: int, align_corners: bool, half_pixel:
     return np.maximum(index, 0) if half_pixel else index
 
 
-def _size(op: Op) -> tuple[int, int] | Failure:
+def _sizes(op: Op) -> tuple[tuple[int, int], tuple[int, int]] | Failure:
+    """((in_h, out_h), (in_w, out_w)) of a resize of [N,H,W,C] data."""
     out = shape_of(op.result)
     if len(out) != 4 or len(shape_of(op.operands[0])) != 4:
         return Failure(f"{op.name}: input and output must be [N,H,W,C]")
     size = int_list(op.operands[1])
     if size is not None and tuple(size) != out[1:3]:
         return Failure(f"{op.name}: size {size} differs from the result {out}")
-    return out[1], out[2]
+    _, in_h, in_w, _ = shape_of(op.operands[0])
+    return (in_h, out[1]), (in_w, out[2])
+
+
+def _axis_scales(sizes: tuple[tuple[int, int], tuple[int, int]], align_corners: bool,
+                 offset_kind: str) -> tuple[AxisScale, AxisScale]:
+    """`_axis_scale` of the rows and of the columns."""
+    (in_h, out_h), (in_w, out_w) = sizes
+    return (_axis_scale(in_h, out_h, align_corners, offset_kind),
+            _axis_scale(in_w, out_w, align_corners, offset_kind))
 
 
 def _resize(rw: Rewriter, op: Op, mode: str, rows: AxisScale, cols: AxisScale) -> Value:
@@ -135,19 +145,17 @@ def resize_nearest_neighbor(op: Op, rw: Rewriter) -> list[Value] | Failure:
     failed = require_move(op)
     if failed is not None:
         return failed
-    size = _size(op)
-    if isinstance(size, Failure):
-        return size
-    _, in_h, in_w, _ = shape_of(op.operands[0])
-    out_h, out_w = size
+    sizes = _sizes(op)
+    if isinstance(sizes, Failure):
+        return sizes
+    (in_h, out_h), (in_w, out_w) = sizes
     align = bool(op.attrs.get("align_corners", False))
     half_pixel = bool(op.attrs.get("half_pixel_centers", False))
     # align_corners rounds o * scale (half up = TfLiteRound for positions >= 0);
     # half-pixel floors (o + 0.5) * scale = round_half_up((o + 0.5) * scale - 0.5);
     # otherwise floor(o * scale) = round_half_up(o * scale - 0.5).
     offset_kind = "zero" if align else "half_pixel" if half_pixel else "floor"
-    rows = _axis_scale(in_h, out_h, align, offset_kind)
-    cols = _axis_scale(in_w, out_w, align, offset_kind)
+    rows, cols = _axis_scales(sizes, align, offset_kind)
     table_y = tflite_nearest(in_h, out_h, align, half_pixel)
     table_x = tflite_nearest(in_w, out_w, align, half_pixel)
     resizable = storage_type(element(op.operands[0])).name in _RESIZE_STORAGE
@@ -224,15 +232,13 @@ def resize_bilinear(op: Op, rw: Rewriter) -> list[Value] | Failure:
         failed = require_move(op)
     if failed is not None:
         return failed
-    size = _size(op)
-    if isinstance(size, Failure):
-        return size
-    _, in_h, in_w, _ = shape_of(op.operands[0])
-    out_h, out_w = size
+    sizes = _sizes(op)
+    if isinstance(sizes, Failure):
+        return sizes
+    (in_h, out_h), (in_w, out_w) = sizes
     align = bool(op.attrs.get("align_corners", False))
     offset_kind = "half_pixel" if op.attrs.get("half_pixel_centers", False) else "zero"
-    rows = _axis_scale(in_h, out_h, align, offset_kind)
-    cols = _axis_scale(in_w, out_w, align, offset_kind)
+    rows, cols = _axis_scales(sizes, align, offset_kind)
     if _legal(rows, in_h, out_h) and _legal(cols, in_w, out_w):
         return [_resize(rw, op, "BILINEAR", rows, cols)]
     # Outside RESIZE's limits (e.g. more than 16x down): the same interpolation,
