@@ -1,34 +1,62 @@
 """TFL -> TOSA legalization: one module per TFL op family, each pattern a function
 registered under the TFL op names it lowers (see `registry.py`).
 
-Importing this package imports every family module (the explicit list below),
-which registers their patterns.
+Family modules are imported on demand, by op (see `registry.patterns_for`);
+`load_all()` imports every one of them (the coverage table and the pattern
+index need the whole registry).
 """
 
+import importlib
+
 from legalize.driver import LegalizeResult, OpOutcome, legalize
+from legalize.integer import MODULES as INTEGER_MODULES
 from legalize.registry import LABELS, PATTERNS, pattern
 
 # Family modules, each registering its patterns on import (explicit list).
-from legalize import (  # noqa: E402,F401
-    activations,
-    calls,
-    casts,
-    comparison,
-    complex,
-    constants,
-    control_flow,
-    conv,
-    elementwise,
-    gather,
-    integer,
-    misc,
-    normalization,
-    pooling,
-    reduce,
-    resize,
-    rnn,
-    shape,
-    unsupported,
+# Their order is the order the patterns of one op are tried in (the index
+# records it); "integer" stands for the modules of `legalize.integer`. It
+# matters only where two patterns accept the same op: type-generic ("any")
+# data movement before the uint8 wrappers, those before the integer
+# patterns, and integer patterns before the float ones of the later modules.
+MODULES = (
+    "activations",
+    "calls",
+    "casts",
+    "comparison",
+    "complex",
+    "constants",
+    "control_flow",
+    "conv",
+    "elementwise",
+    "gather",
+    "shape",
+    "integer",
+    "misc",
+    "normalization",
+    "pooling",
+    "reduce",
+    "resize",
+    "rnn",
+    "unsupported",
 )
 
-__all__ = ["LABELS", "LegalizeResult", "OpOutcome", "PATTERNS", "legalize", "pattern"]
+
+def family_modules() -> list[str]:
+    """Every family module's dotted name, in pattern order."""
+    names: list[str] = []
+    for name in MODULES:
+        if name == "integer":
+            names.extend(f"legalize.integer.{n}" for n in INTEGER_MODULES)
+        else:
+            names.append(f"legalize.{name}")
+    return names
+
+
+def load_all() -> None:
+    """Import every family module, registering every pattern."""
+    for name in family_modules():
+        importlib.import_module(name)
+
+
+__all__ = ["LABELS", "LegalizeResult", "OpOutcome", "PATTERNS", "family_modules", "legalize",
+           "load_all", "pattern"]

@@ -7,12 +7,17 @@ is what `--disable LABEL` switches off. `kind` says which path it is:
 "float" (f32/f16/bf16/i32/bool data), "integer" (quantized, bit exact with
 TFLite) or "any" (type-generic data movement). `types` declares which
 element-type columns of the coverage table the pattern serves (the README's
-table is generated from these declarations). Patterns are tried in
-registration order; the first that returns values wins.
+table is generated from these declarations). Patterns are tried in the
+order a full import registers them; the first that returns values wins.
+
+Family modules are imported on demand: `patterns_for` imports the modules
+the generated index (`legalize/pattern_index.py`, see `legalize/index.py`)
+names for an op, so converting a model loads only what its ops need.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,7 +68,29 @@ def pattern(*op_names: str, kind: str = "float", label: str | None = None,
     return register
 
 
+def _index() -> dict[str, tuple[tuple[str, str], ...]]:
+    from legalize.pattern_index import PATTERNS as index
+
+    return index
+
+
+def _registered(op_name: str) -> list[Registered]:
+    """Every pattern of `op_name` in the order a full import tries them,
+    importing the modules that register them first."""
+    indexed = _index().get(op_name, ())
+    for module, _ in indexed:
+        importlib.import_module(module)
+    ordered = [LABELS[label] for _, label in indexed if label in LABELS]
+    # A pattern the (stale) index does not know yet still runs, last.
+    return ordered + [e for e in PATTERNS.get(op_name, ()) if e not in ordered]
+
+
 def patterns_for(op_name: str, disabled: frozenset[str] = frozenset(),
                  kinds: tuple[str, ...] = KINDS) -> list[Registered]:
-    return [p for p in PATTERNS.get(op_name, ())
+    return [p for p in _registered(op_name)
             if p.label not in disabled and p.kind in kinds]
+
+
+def known_labels() -> frozenset[str]:
+    """Every pattern label (what `--disable` accepts), without importing the patterns."""
+    return frozenset(label for entries in _index().values() for _, label in entries)

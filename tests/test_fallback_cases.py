@@ -44,7 +44,7 @@ from test_never_silently_wrong import (
     tflite_outputs,
 )
 
-import legalize  # noqa: F401  (registers every pattern)
+import legalize
 import reference_model
 from legalize.registry import LABELS, patterns_for
 from tfl2tosa.pipeline import ConversionReport, convert
@@ -58,6 +58,7 @@ CASTS = frozenset({"tfl.quantize", "tfl.dequantize"})
 
 def integer_labels(*op_names: str) -> frozenset[str]:
     """Labels of the integer patterns of `op_names` (all ops but the casts if none)."""
+    legalize.load_all()
     if op_names:
         return frozenset(p.label for name in op_names for p in patterns_for(name)
                          if p.kind == "integer")

@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 from e2e import check_model, model_path
 
-# Registers the patterns (until legalize/__init__.py lists the module).
-import legalize.complex  # noqa: F401
 from tfl2tosa.pipeline import convert
 from tfl2tosa.errors import ConversionError
 

@@ -318,7 +318,7 @@ def test_quantized_ops_reach_float_patterns_only_through_the_fallback(
     b.io([x, y], [out])
     path = tmp_path / f"{code.lower()}_int8.tflite"
     path.write_bytes(b.to_bytes())
-    float_labels = {entry.label for entry in legalize.PATTERNS[f"tfl.{code.lower()}"]
+    float_labels = {entry.label for entry in legalize.registry.patterns_for(f"tfl.{code.lower()}")
                     if entry.kind == "float"}
     conversion, _ = check_model(path)
     outcome = conversion.outcomes[0]

@@ -16,7 +16,6 @@ import pytest
 from conftest import TfliteBuilder
 from e2e import check_model, model_path
 
-import legalize.integer  # noqa: F401  (registers the integer patterns)
 from legalize.quantized import DOUBLE_ROUND, ROUNDING_POLICY, SINGLE_ROUND
 from tfl2tosa.validation import validate
 

@@ -17,7 +17,6 @@ import pytest
 from conftest import TfliteBuilder
 from e2e import check_model, model_path
 
-import legalize.integer  # noqa: F401  (registers the integer patterns)
 from legalize.integer.activations import (
     SIGMOID_TABLE_UINT16,
     inv_sqrt_multiplier,

@@ -18,7 +18,6 @@ import pytest
 from conftest import TfliteBuilder
 from e2e import check_model, model_path
 
-import legalize.integer  # noqa: F401  (registers the integer patterns)
 from tfl2tosa.pipeline import convert
 
 

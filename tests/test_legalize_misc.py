@@ -18,8 +18,6 @@ import pytest
 from conftest import TfliteBuilder
 from e2e import check_against_arm, check_model, model_path, seeded_inputs
 
-# Register the patterns (until legalize/__init__.py lists the modules).
-import legalize.misc  # noqa: F401
 import reference_model
 import tfl2tosa.tflite_import
 from legalize.calls import inline_calls

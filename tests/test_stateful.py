@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 from arm import run_arm
 
-import legalize.misc  # noqa: F401  (refusal patterns, until legalize/__init__.py lists it)
 import tfl2tosa.tflite_import
 from reference_model.evaluator import Evaluator
 from tfl2tosa.pipeline import convert

@@ -9,6 +9,12 @@ class Tfl2TosaError(Exception):
     exit_code = 1
 
 
+class UsageError(Tfl2TosaError):
+    """The caller asked for something that does not exist (an unknown pattern label)."""
+
+    exit_code = 2
+
+
 class IRError(Tfl2TosaError):
     """A malformed IR object (inconsistent type, bad operand, broken graph)."""
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfl2tosa.errors import ConversionError
+from tfl2tosa.errors import ConversionError, UsageError
 from tfl2tosa.ir.core import Module
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
@@ -83,11 +83,16 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     """
     import legalize
     from legalize.calls import inline_calls
+    from legalize.registry import known_labels
     from tfl2tosa.passes import canonicalize, cse, dce
     from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
     from tfl2tosa.tflite_import import load
 
+    unknown = sorted(set(disabled) - known_labels())
+    if unknown:
+        raise UsageError(f"no pattern labelled {', '.join(unknown)} (see `--disable`: "
+                         "labels are the pattern names in the conversion report)")
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
     report = ConversionReport(model=name)
     module = _timed(report, "import", load, source)
