@@ -58,5 +58,13 @@ def load_all() -> None:
         importlib.import_module(name)
 
 
-__all__ = ["LABELS", "LegalizeResult", "OpOutcome", "PATTERNS", "family_modules", "legalize",
-           "load_all", "pattern"]
+__all__ = [
+    "LABELS",
+    "PATTERNS",
+    "LegalizeResult",
+    "OpOutcome",
+    "family_modules",
+    "legalize",
+    "load_all",
+    "pattern",
+]

@@ -85,8 +85,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     from legalize.calls import inline_calls
     from legalize.registry import known_labels
     from tfl2tosa.passes import canonicalize, cse, dce
-    from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
+    from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.tflite_import import load
 
     unknown = sorted(set(disabled) - known_labels())
