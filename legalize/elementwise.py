@@ -349,9 +349,8 @@ def _binary_operands(op: Op, rw: Rewriter) -> tuple[Elementwise, Value, Value]:
 
 
 def _arithmetic(op: Op, rw: Rewriter, name: str) -> list[Value] | Failure:
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     value = e.mul(x, y) if name == "tosa.mul" else e.binary(name, x, y)
     result = activation(e, value, op.attrs.get("fused_activation_function"))
@@ -382,9 +381,8 @@ def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Float: correctly rounded division (Elementwise.divide), then TFLite's
     activation clamp (NONE: [lowest, max], so x/0 is +-FLT_MAX as in TFLite).
     int32: INTDIV, which truncates like TFLite's C++ `/`."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     act = op.attrs.get("fused_activation_function")
     if is_int32(x):
@@ -400,9 +398,8 @@ def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def div_reciprocal(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """x * RECIPROCAL(y): two ops, within ~1.5 ulp (27% of random quotients are
     not correctly rounded). Only used when the `div` pattern is disabled."""
-    failure = check_types(op, FLOAT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     quotient = e.mul(x, e.reciprocal(y))
     act = op.attrs.get("fused_activation_function")
@@ -415,9 +412,8 @@ def div_reciprocal(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def maximum_minimum(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """MAXIMUM / MINIMUM, NaN propagating. TFLite computes `a > b ? a : b`,
     which returns b when a is NaN; TOSA returns NaN either way."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     return [e.maximum(x, y) if op.name == "tfl.maximum" else e.minimum(x, y)]
 
@@ -425,9 +421,8 @@ def maximum_minimum(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern("tfl.squared_difference", types=("f32", "f16", "i32"))
 def squared_difference(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """(x - y) * (x - y), as TFLite's reference kernel computes it."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     difference = e.sub(x, y)
     return [e.mul(difference, difference)]
@@ -436,9 +431,8 @@ def squared_difference(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern("tfl.add_n", types=("f32", "f16", "i32"))
 def add_n(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A left-to-right chain of ADDs: TFLite's AddN accumulates in input order."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e = elementwise_for(rw, op)
     inputs = [e.operand(v) for v in op.operands]
     total = inputs[0]
@@ -454,9 +448,8 @@ def floor_div(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """floor(x / y). Float: Elementwise.floor_division, exact where |x/y| < 2^23
     (TFLite divides in double then floors). int32: INTDIV truncates, so
     subtract 1 where the remainder is non-zero and x, y differ in sign."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     if is_int32(x):
         return [_int_floor_division(e, x, y)[0]]
@@ -468,9 +461,8 @@ def floor_mod(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """x - floor(x / y) * y, with the sign of the divisor (TFLite reference_ops::
     FloorMod: fmod, then + y where the signs differ). Float: the exact remainder
     of Elementwise.floor_division; int32: INTDIV-based, integer ops only."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     if is_int32(x):
         return [_int_floor_division(e, x, y)[1]]
@@ -499,9 +491,8 @@ def pow_(op: Op, rw: Rewriter) -> list[Value] | Failure:
     then negates the result for odd integer y and gives NaN for non-integer
     finite y; -0 counts as negative for the odd case ((-0)^-3 = -inf).
     """
-    failure = check_types(op, FLOAT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT):
+        return failed
     e, x, y = _binary_operands(op, rw)
     zero, one = e.like(0.0, x), e.like(1.0, x)
     inf = e.like(math.inf, x)
@@ -537,9 +528,8 @@ def atan2(op: Op, rw: Rewriter) -> list[Value] | Failure:
     test asserts 1e-6). Both zero: t = 0 (atan2(+-0, +-0) = +-0 or +-pi);
     both infinite: t = 1 (+-pi/4, +-3pi/4).
     """
-    failure = check_types(op, FLOAT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT):
+        return failed
     e, y, x = _binary_operands(op, rw)
     zero, one = e.like(0.0, x), e.like(1.0, x)
     ax, ay = e.abs(x), e.abs(y)
@@ -577,34 +567,30 @@ _UNARY_FLOAT = {
 def unary_math(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One TOSA op each: EXP, LOG, SIN, COS, RSQRT, FLOOR, CEIL (LOG(x < 0) and
     RSQRT(x < 0) are NaN and LOG(0) is -inf in both TFLite and TOSA)."""
-    failure = check_types(op, FLOAT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT):
+        return failed
     return [build.op(rw, _UNARY_FLOAT[op.name], [op.operands[0]], tensor_type(op.results[0]))]
 
 
 @pattern("tfl.abs", types=("f32", "f16", "i32"), label="abs")
 def abs_(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     return [elementwise_for(rw, op).abs(op.operands[0])]
 
 
 @pattern("tfl.neg", types=("f32", "f16", "i32"))
 def neg(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """NEGATE with zero points 0."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     return [elementwise_for(rw, op).negate(op.operands[0])]
 
 
 @pattern("tfl.square", types=("f32", "f16", "i32"))
 def square(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     x = op.operands[0]
     return [elementwise_for(rw, op).mul(x, x)]
 
@@ -619,9 +605,8 @@ def sqrt(op: Op, rw: Rewriter) -> list[Value] | Failure:
     and +inf (0 * inf), so those (and -0) return x itself, as sqrt does;
     negative x and NaN give NaN through RSQRT.
     """
-    failure = check_types(op, FLOAT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT):
+        return failed
     e = elementwise_for(rw, op)
     x = op.operands[0]
     r = e.rsqrt(x)
@@ -644,9 +629,8 @@ def round_(op: Op, rw: Rewriter) -> list[Value] | Failure:
     correctly (x = -0.49999997 included). Large |x| and infinities have
     d = 0 or NaN and keep f; NaN stays NaN.
     """
-    failure = check_types(op, FLOAT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT):
+        return failed
     e = elementwise_for(rw, op)
     x = op.operands[0]
     f = e.floor(x)
@@ -661,9 +645,8 @@ def round_(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern("tfl.sign", types=("f32", "f16", "i32"))
 def sign(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """1 for x > 0, -1 for x < 0, else 0 (TFLite's sign: NaN and -0 give 0)."""
-    failure = check_types(op, FLOAT_INT)
-    if failure is not None:
-        return failure
+    if failed := check_types(op, FLOAT_INT):
+        return failed
     e = elementwise_for(rw, op)
     x = op.operands[0]
     zero = e.like(0, x)
@@ -678,13 +661,23 @@ def sign(op: Op, rw: Rewriter) -> list[Value] | Failure:
 _SIGNED_INTS = ("i8", "i16", "i32")
 
 
-@pattern("tfl.bitwise_xor", types=("i32",))
-def bitwise_xor(op: Op, rw: Rewriter) -> list[Value] | Failure:
+def _signed_integer_result(op: Op) -> ElementType | Failure:
+    """The result's element type, if it is one of the signed integers TOSA's
+    bit operations take (and the float path applies)."""
     failure = first_failure(require_float(op), require_static(op))
     if failure is not None:
         return failure
-    if element(op.results[0]).name not in _SIGNED_INTS:
-        return Failure(f"BITWISE_XOR on {element(op.results[0])} has no TOSA mode")
+    elem = element(op.results[0])
+    if elem.name not in _SIGNED_INTS:
+        return Failure(f"{op.name} on {elem} has no TOSA mode (signed integers only)")
+    return elem
+
+
+@pattern("tfl.bitwise_xor", types=("i32",))
+def bitwise_xor(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    elem = _signed_integer_result(op)
+    if isinstance(elem, Failure):
+        return elem
     e, x, y = _binary_operands(op, rw)
     return [e.binary("tosa.bitwise_xor", x, y)]
 
@@ -693,12 +686,9 @@ def bitwise_xor(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def right_shift(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """ARITHMETIC_RIGHT_SHIFT without rounding; the shift amount is clamped to
     [0, bits - 1] first, as TFLite's RightShift does (TOSA requires that range)."""
-    failure = first_failure(require_float(op), require_static(op))
-    if failure is not None:
-        return failure
-    elem = element(op.results[0])
-    if elem.name not in _SIGNED_INTS:
-        return Failure(f"RIGHT_SHIFT on {elem} has no TOSA mode (signed integers only)")
+    elem = _signed_integer_result(op)
+    if isinstance(elem, Failure):
+        return elem
     e, x, y = _binary_operands(op, rw)
     amounts = constant_value(op.operands[1])
     if amounts is not None:
