@@ -1,11 +1,17 @@
-"""Integer patterns for MEAN and SUM (int8, int16).
+"""Integer patterns for MEAN, SUM and REDUCE_PROD.
 
-TFLite 2.20's reference kernels compute every quantized mean the same way
-(reference_ops::QuantizedMeanOrSum, kernels/internal/reference/reduce.h):
-`zp_out + MBQM(sum(x - zp_in), m', s')` where (m', s') is QuantizeMultiplier
-(s_in / s_out) with 1/N folded in (legalize.quantized.mean_multiplier), then
-clamped. TOSA: RESCALE to i32 without the zero point, REDUCE_SUM over each
-axis, one RESCALE, RESHAPE to the result shape.
+MEAN (int8, int16): TFLite 2.20's reference kernels compute every quantized
+mean the same way (reference_ops::QuantizedMeanOrSum,
+kernels/internal/reference/reduce.h): `zp_out + MBQM(sum(x - zp_in), m', s')`
+where (m', s') is QuantizeMultiplier(s_in / s_out) with 1/N folded in
+(legalize.quantized.mean_multiplier), then clamped. TOSA: RESCALE to i32
+without the zero point, REDUCE_SUM over each axis, one RESCALE, RESHAPE to the
+result shape.
+
+SUM (int8, int16): TFLite's optimized kernel's float32 recipe, see sum_int.
+
+REDUCE_PROD (int8, int16): TFLite's reference_ops::QuantizedReduceProd, a
+chain of 48-bit products each scaled back to int32, see reduce_prod_int.
 """
 
 from __future__ import annotations
@@ -16,7 +22,13 @@ import numpy as np
 
 from legalize.common import constant_value
 from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
-from legalize.quantized import mean_multiplier, rescale_by_multiplier, rescale_to_i32, rounding_mode
+from legalize.quantized import (
+    mean_multiplier,
+    quantize_multiplier_16,
+    rescale_by_multiplier,
+    rescale_to_i32,
+    rounding_mode,
+)
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
@@ -150,3 +162,107 @@ def sum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if tuple(kept) != tuple(result_shape):
         scaled = build.reshape(rw, scaled, result_shape)
     return [scaled]
+
+
+# ---------------------------------------------------------------------------
+# REDUCE_PROD
+
+# Longest product chain unrolled into TOSA ops (two per element); longer
+# reductions take the fallback.
+MAX_PRODUCT_STEPS = 256
+_INT32_MAX = (1 << 31) - 1
+
+
+def prod_scaling(in_scale: float, out_scale: float, count: int) -> float:
+    """TFLite's per-step real scale `s_in / s_out^(1/N)` (reduce.cc GetQuantProdScaling,
+    in double from the float32 scales): N scaled steps give s_in^N / s_out."""
+    return float(in_scale) / math.pow(float(out_scale), 1.0 / count)
+
+
+def product_chain_bound(largest_factor: int, multiplier: int, shift: int, count: int) -> int:
+    """The largest |value| the chain can reach: the first factor, then each
+    `(p * d * m + 2^(shift-1)) >> shift` step, and the final `(p * m + ...) >> shift`.
+
+    Rounding half up keeps |result| <= (|p d m| + 2^(shift-1)) >> shift for
+    either sign, so iterating that on the largest |d| bounds every step.
+    """
+    half = 1 << (shift - 1)
+    bound = worst = largest_factor
+    for _ in range(count - 1):
+        bound = (bound * largest_factor * multiplier + half) >> shift
+        worst = max(worst, bound)
+    return max(worst, (bound * multiplier + half) >> shift)
+
+
+def _product_rows(rw: Rewriter, x: Value, axes: list[int]) -> Value:
+    """x as [kept elements, reduced elements], the reduced ones of each row in
+    row-major order of the input (the order TFLite's Reduce visits them)."""
+    shape = tensor_type(x).shape
+    kept = [a for a in range(len(shape)) if a not in axes]
+    perm = kept + axes
+    if perm != sorted(perm):
+        x = build.transpose(rw, x, perm)
+    rows = math.prod(shape[a] for a in kept)
+    return build.reshape(rw, x, (rows, math.prod(shape[a] for a in axes)))
+
+
+@pattern("tfl.reduce_prod", kind="integer", label="reduce_prod_int", types=("i8", "i16"))
+@integer_pattern
+def reduce_prod_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TFLite's QuantizedReduceProd step by step: p = x_0 - zp, then for each next
+    element p = MUL(p, (x_j - zp) * m, shift), finally RESCALE(p, m, shift) + zp_out,
+    saturated.
+
+    reference_ops::QuantizedReduceProd (kernels/internal/reference/reduce.h)
+    scales every product with the int64 MultiplyByQuantizedMultiplier
+    (kernels/internal/common.cc): the 15-bit multiplier m of
+    legalize.quantized.quantize_multiplier_16 and one rounding,
+    `(v * m + 2^(s-1)) >> s`. TOSA MUL with a shift computes exactly that in
+    64 bits (`(a * b + 2^(s-1)) >> s`), with b = (x_j - zp) * m, which fits
+    i32 (|x - zp| <= 2^16, m < 2^15). MUL requires the result to fit i32, as
+    TFLite's int32 accumulator does (it wraps otherwise): chains that could
+    leave int32 for some input are refused (product_chain_bound), and so are
+    chains longer than MAX_PRODUCT_STEPS.
+    """
+    elements = require_per_tensor(op, [op.operands[0], op.results[0]], "i8", "i16")
+    if isinstance(elements, Failure):
+        return elements
+    x_type, out_type = elements
+    if x_type.storage != out_type.storage:
+        return Failure(f"{op.name}: input and output storage types differ")
+    if x_type.bits == 16 and (x_type.zero_point or out_type.zero_point):
+        return Failure(f"{op.name}: TFLite's int16 REDUCE_PROD requires zero points 0")
+    shape = tensor_type(op.operands[0]).shape
+    axes = reduced_axes(op, len(shape))
+    if isinstance(axes, Failure):
+        return axes
+    count = math.prod(shape[a] for a in axes)
+    if count == 0 or math.prod(shape) == 0:
+        return Failure(f"{op.name}: product over an empty tensor")
+    if count > MAX_PRODUCT_STEPS:
+        return Failure(f"{op.name}: {count} factors, more than {MAX_PRODUCT_STEPS} unrolled")
+    multiplier, shift = quantize_multiplier_16(prod_scaling(x_type.scale, out_type.scale,
+                                                            count))
+    storage = x_type.storage
+    largest_factor = max(storage.max_value - x_type.zero_point,
+                         x_type.zero_point - storage.min_value)
+    bound = product_chain_bound(largest_factor, multiplier, shift, count)
+    if bound + abs(out_type.zero_point) > _INT32_MAX:
+        return Failure(f"{op.name}: the scaled product can overflow TFLite's int32 "
+                       "accumulator for some inputs")
+    factors = rescale_to_i32(rw, _product_rows(rw, op.operands[0], axes))
+    rows = tensor_type(factors).shape[0]
+    m = build.const(rw, np.array([[multiplier]], dtype=np.int32))
+    scaled_factors = build.mul(rw, factors, m)
+    product = build.slice(rw, factors, (0, 0), (rows, 1))
+    for j in range(1, count):
+        product = build.mul(rw, product, build.slice(rw, scaled_factors, (0, j), (rows, 1)),
+                            shift)
+    # The last scaling and zp_out: RESCALE with the same 16-bit multiplier applies
+    # `(p * m + 2^(s-1)) >> s` (apply_scale_16, any int48 input), adds zp_out
+    # and saturates, as TFLite clamps.
+    result = tensor_type(op.results[0])
+    scaled = build.rescale(rw, product, multiplier, shift, 0, out_type.zero_point,
+                           result.with_shape((rows, 1)), scale32=False,
+                           rounding_mode="SINGLE_ROUND")
+    return [build.reshape(rw, scaled, result.shape)]
