@@ -115,6 +115,13 @@ def slice_of(rw: Rewriter, x: Value, start: Sequence[int], size: Sequence[int]) 
     return build.slice(rw, x, [int(s) for s in start], [int(s) for s in size])
 
 
+def slice_along(rw: Rewriter, x: Value, axis: int, start: int, count: int) -> Value:
+    """`x[..., start:start + count, ...]` along `axis` (`slice_of`)."""
+    begin, size = [0] * len(shape_of(x)), list(shape_of(x))
+    begin[axis], size[axis] = start, count
+    return slice_of(rw, x, begin, size)
+
+
 def reverse_axis(rw: Rewriter, x: Value, axis: int) -> Value:
     if shape_of(x)[axis] <= 1:
         return x
@@ -290,29 +297,18 @@ def unpack(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if failed is not None:
         return failed
     x = op.operands[0]
-    shape = shape_of(x)
-    axis = normalize_axis(int(op.attrs.get("axis", 0)), len(shape))
-    size = list(shape)
-    size[axis] = 1
-    outs = []
-    for i, result in enumerate(op.results):
-        start = [0] * len(shape)
-        start[axis] = i
-        outs.append(finish(rw, slice_of(rw, x, start, size), result))
-    return outs
+    axis = normalize_axis(int(op.attrs.get("axis", 0)), len(shape_of(x)))
+    return [finish(rw, slice_along(rw, x, axis, i, 1), result)
+            for i, result in enumerate(op.results)]
 
 
 def _split_along(rw: Rewriter, op: Op, x: Value, axis: int) -> list[Value]:
     """SLICEs of `x` along `axis` with the sizes of `op`'s results, in order."""
-    shape = shape_of(x)
     outs, offset = [], 0
     for result in op.results:
-        size = list(shape)
-        size[axis] = shape_of(result)[axis]
-        start = [0] * len(shape)
-        start[axis] = offset
-        offset += size[axis]
-        outs.append(finish(rw, slice_of(rw, x, start, size), result))
+        count = shape_of(result)[axis]
+        outs.append(finish(rw, slice_along(rw, x, axis, offset, count), result))
+        offset += count
     return outs
 
 
@@ -465,9 +461,7 @@ def _take_every(rw: Rewriter, x: Value, axis: int, step: int, count: int) -> Val
         padding[2 * axis + 1] = count * step - shape[axis]
         x = pad_with(rw, x, padding, pad_value(element(x)))
     elif count * step < shape[axis]:
-        size = list(shape)
-        size[axis] = count * step
-        x = slice_of(rw, x, [0] * len(shape), size)
+        x = slice_along(rw, x, axis, 0, count * step)
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
     grouped = reshape_to(rw, x, [outer, count, step, inner])
@@ -502,9 +496,7 @@ def strided_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
         if abs(k) > 1 and n > 1:
             x = _take_every(rw, x, axis, abs(k), n)
         elif shape_of(x)[axis] != n:
-            sizes = list(shape_of(x))
-            sizes[axis] = n
-            x = slice_of(rw, x, [0] * len(sizes), sizes)
+            x = slice_along(rw, x, axis, 0, n)
     for axis, (_, k, n) in enumerate(axes):
         if k < 0:
             x = reverse_axis(rw, x, axis)
@@ -619,10 +611,7 @@ def mirror_pad(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 
 def _mirrored(rw: Rewriter, x: Value, axis: int, start: int, count: int) -> Value:
-    shape = list(shape_of(x))
-    begin = [0] * len(shape)
-    begin[axis], shape[axis] = start, count
-    return reverse_axis(rw, slice_of(rw, x, begin, shape), axis)
+    return reverse_axis(rw, slice_along(rw, x, axis, start, count), axis)
 
 
 @pattern("tfl.reverse_v2", kind="any", types=MOVE_TYPES)
@@ -647,6 +636,13 @@ def reverse_v2(op: Op, rw: Rewriter) -> list[Value] | Failure:
 # Space/depth/batch rearrangements
 
 
+def _swap_block_axes(rw: Rewriter, op: Op, split_shape: list[int]) -> Value:
+    """op's input RESHAPEd to the rank-6 `split_shape`, axes 2 and 3 swapped
+    (TRANSPOSE (0,1,3,2,4,5)), RESHAPEd to op's result."""
+    x = reshape_to(rw, op.operands[0], split_shape)
+    return finish(rw, build.transpose(rw, x, [0, 1, 3, 2, 4, 5]), op.result)
+
+
 @pattern("tfl.space_to_depth", kind="any", types=MOVE_TYPES)
 def space_to_depth(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """[N,H,W,C] -> RESHAPE [N,H/b,b,W/b,b,C] -> TRANSPOSE (0,1,3,2,4,5) -> RESHAPE
@@ -656,9 +652,7 @@ def space_to_depth(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failed
     n, h, w, c = shape_of(op.operands[0])
     b = int(op.attrs["block_size"])
-    x = reshape_to(rw, op.operands[0], [n, h // b, b, w // b, b, c])
-    x = build.transpose(rw, x, [0, 1, 3, 2, 4, 5])
-    return [finish(rw, x, op.result)]
+    return [_swap_block_axes(rw, op, [n, h // b, b, w // b, b, c])]
 
 
 @pattern("tfl.depth_to_space", kind="any", types=MOVE_TYPES)
@@ -670,12 +664,16 @@ def depth_to_space(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failed
     n, h, w, c = shape_of(op.operands[0])
     b = int(op.attrs["block_size"])
-    x = reshape_to(rw, op.operands[0], [n, h, w, b, b, c // (b * b)])
-    x = build.transpose(rw, x, [0, 1, 3, 2, 4, 5])
-    return [finish(rw, x, op.result)]
+    return [_swap_block_axes(rw, op, [n, h, w, b, b, c // (b * b)])]
 
 
-def _block_params(op: Op, rank: int) -> tuple[list[int], list[int]] | Failure:
+def _block_params(op: Op) -> tuple[list[int], list[int]] | Failure:
+    """SPACE_TO_BATCH_ND's block shape and paddings, BATCH_TO_SPACE_ND's block
+    shape and crops: constants, one (before, after) pair per block dim."""
+    failed = require_move(op)
+    if failed is not None:
+        return failed
+    rank = len(shape_of(op.operands[0]))
     block = int_list(op.operands[1])
     pads = int_list(op.operands[2])
     if block is None or pads is None:
@@ -690,14 +688,11 @@ def space_to_batch_nd(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """PAD the spatial dims (with the zero point when quantized, as TFLite's
     output_offset), RESHAPE [N, S1/b1, b1, ..., R], TRANSPOSE the block dims to
     the front, RESHAPE [N*prod(b), S1/b1, ..., R]."""
-    failed = require_move(op)
-    if failed is not None:
-        return failed
-    x = op.operands[0]
-    shape = shape_of(x)
-    params = _block_params(op, len(shape))
+    params = _block_params(op)
     if isinstance(params, Failure):
         return params
+    x = op.operands[0]
+    shape = shape_of(x)
     block, pads = params
     m = len(block)
     padding = [0, 0, *pads] + [0, 0] * (len(shape) - 1 - m)
@@ -721,14 +716,11 @@ def space_to_batch_nd(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def batch_to_space_nd(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """RESHAPE [b1, ..., bm, N, S1, ..., R], TRANSPOSE to [N, S1, b1, ..., R],
     RESHAPE [N, S1*b1, ..., R], SLICE off the crops."""
-    failed = require_move(op)
-    if failed is not None:
-        return failed
-    x = op.operands[0]
-    shape = shape_of(x)
-    params = _block_params(op, len(shape))
+    params = _block_params(op)
     if isinstance(params, Failure):
         return params
+    x = op.operands[0]
+    shape = shape_of(x)
     block, crops = params
     m = len(block)
     batch = shape[0] // int(np.prod(block, dtype=np.int64))
@@ -857,20 +849,11 @@ def reverse_sequence(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return [identity(rw, x)]
     parts = []
     for b, n in enumerate(lengths):
-        start, size = [0] * len(shape), list(shape)
-        start[batch_dim], size[batch_dim] = b, 1
-        entry = slice_of(rw, x, start, size)
+        entry = slice_along(rw, x, batch_dim, b, 1)
         if n > 1:
-            head_size = list(size)
-            head_size[seq_dim] = n
-            head = reverse_axis(rw, slice_of(rw, entry, [0] * len(shape), head_size), seq_dim)
-            pieces = [head]
+            pieces = [reverse_axis(rw, slice_along(rw, entry, seq_dim, 0, n), seq_dim)]
             if n < shape[seq_dim]:
-                tail_start = [0] * len(shape)
-                tail_start[seq_dim] = n
-                tail_size = list(size)
-                tail_size[seq_dim] = shape[seq_dim] - n
-                pieces.append(slice_of(rw, entry, tail_start, tail_size))
+                pieces.append(slice_along(rw, entry, seq_dim, n, shape[seq_dim] - n))
             entry = concat(rw, pieces, seq_dim)
         parts.append(entry)
     return [concat(rw, parts, batch_dim)]
