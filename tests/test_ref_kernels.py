@@ -314,6 +314,25 @@ def test_reduce_sum_keeps_the_axis():
     assert one("tosa.reduce_sum", [x], (2, 1), "i32", attrs={"axis": 1}).tolist() == [[3], [12]]
 
 
+def test_reduce_sum_f16_is_judged_by_its_sum_not_by_one_order_of_additions():
+    # REDUCE_SUM's float accuracy is the dot-product requirement against the fp64 sum
+    # (here 30000, exact in fp16: a multiple of its spacing 16 in [2^14, 2^15)).
+    # Adding in index order overflows fp16 at 60000 + 30000; any order may be used,
+    # so infinity is not an admissible result when the sum itself fits.
+    x = np.float16([[60000, 30000, -60000]])
+    total = one("tosa.reduce_sum", [x], (1, 1), "f16", attrs={"axis": 1})
+    assert total.dtype == np.float16 and total.tolist() == [[30000.0]]
+
+
+def test_reduce_sum_f32_overflows_only_when_the_sum_does():
+    # fp32 max is about 3.4e38: 3e38 + 3e38 - 3e38 = 3e38 fits, 3e38 + 3e38 does not.
+    fits = one("tosa.reduce_sum", [np.float32([3e38, 3e38, -3e38])], (1,), "f32",
+               attrs={"axis": 0})
+    overflows = one("tosa.reduce_sum", [np.float32([3e38, 3e38])], (1,), "f32",
+                    attrs={"axis": 0})
+    assert fits.tolist() == [np.float32(3e38)] and overflows.tolist() == [np.inf]
+
+
 def test_reduce_max_float_nan_modes():
     x = np.float32([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
     ignore = one("tosa.reduce_max", [x], (2, 1), "f32", attrs={"axis": 1, "nan_mode": "IGNORE"})

@@ -871,6 +871,23 @@ ARM_CRASHES_ON_ERROR_IF: dict[str, str] = {
 }
 
 
+# ... and float results outside the accuracy bound: (operator, element) -> why. Only an
+# infinity where the fp64 reference is finite is excused, and our result must still pass.
+ARM_OVERFLOWS_INSIDE_BOUND: dict[tuple[str, str], str] = {
+    ("REDUCE_SUM", "f16"): "Arm adds in index order in an fp16 accumulator, so a partial sum "
+                           "overflows to infinity ([60000, 30000, -60000] gives inf) where the "
+                           "sum (30000) fits: the dot-product bound allows any order, not inf",
+}
+
+
+def _arm_overflow_excused(name: str, element: str, values: np.ndarray, ref: np.ndarray,
+                          ok: np.ndarray) -> bool:
+    if (name, element) not in ARM_OVERFLOWS_INSIDE_BOUND:
+        return False
+    wrong = ~ok
+    return bool(np.all(np.isinf(values[wrong].astype(np.float64)) & np.isfinite(ref[wrong])))
+
+
 def compare(name: str, case: Case, inputs: list[Any], ours: Outcome, arm: Outcome) -> None:
     if arm.status == "crash" and ours.status == "unpredictable" and name in ARM_CRASHES_ON_REQUIRE:
         return
@@ -900,6 +917,8 @@ def compare(name: str, case: Case, inputs: list[Any], ours: Outcome, arm: Outcom
             err_bnd = case.bound.err_bnd(tensors, ref, element)
         for who, values in (("ours", mine), ("Arm", theirs)):
             ok = check_fp_bound(values, ref, err_bnd, element)
+            if who == "Arm" and _arm_overflow_excused(name, element, values, ref, ok):
+                continue
             assert ok.all(), (f"{who} result {index} ({element}) outside {case.bound.source}: "
                               f"got {values[~ok][:5]}, fp64 reference {ref[~ok][:5]}")
 
