@@ -1,5 +1,5 @@
-"""Integer REDUCE_PROD (int8, int16) against TFLite's builtin reference kernels,
-bit exact, and against Arm's reference model (tests/e2e.py check_model).
+"""Integer REDUCE_PROD (int8, int16) and uint8 SUM against TFLite, bit exact,
+and against Arm's reference model (tests/e2e.py check_model).
 
 TFLite's quantized REDUCE_PROD (reference_ops::QuantizedReduceProd,
 kernels/internal/reference/reduce.h) multiplies the zero-point-free values of
@@ -15,6 +15,14 @@ negative) axes, keep_dims, a single factor, long chains, int16, and products
 that are exact halves of both signs (where rounding half up and half away
 from zero differ). Chains that could overflow TFLite's int32 accumulator
 and chains above MAX_PRODUCT_STEPS are refused and take the fallback.
+
+uint8 SUM is judged against TFLite's optimized kernel, as every quantized SUM
+(tfl2tosa.validation: the reference SUM reads int8 data as uint8 and its int16
+results vary). For uint8 the reference kernel does run, but computes another
+recipe (an integer multiplier instead of the optimized kernel's float32 scale
+and bias) and disagrees with the optimized one on some outputs; we match the
+optimized kernel, the one validation uses for SUM and the one TFLite runs by
+default (test_sum_uint8_kernels_disagree names a case).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from legalize.integer.reduce import MAX_PRODUCT_STEPS
 from tfl2tosa.pipeline import convert
 from tfl2tosa.validation import validate
 
-NUMPY = {"INT8": np.int8, "INT16": np.int16}
+NUMPY = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
 
 
 def check_exact(path, op_name: str, label: str, **kwargs) -> None:
@@ -158,7 +166,9 @@ def test_reduce_prod(tmp_path, case: ProdCase) -> None:
 # REDUCE_PROD: the kernel's arithmetic, pinned against TFLite
 
 
-def _tflite_reference(path, inputs: list[np.ndarray]) -> np.ndarray:
+def tflite_output(path, inputs: list[np.ndarray], resolver: str = "BUILTIN_REF"
+                  ) -> np.ndarray:
+    """The first output of TFLite's interpreter with the named op resolver."""
     import os
     import warnings
 
@@ -168,7 +178,7 @@ def _tflite_reference(path, inputs: list[np.ndarray]) -> np.ndarray:
     warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
     interp = tf.lite.Interpreter(
         model_path=str(path),
-        experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+        experimental_op_resolver_type=getattr(tf.lite.experimental.OpResolverType, resolver))
     interp.allocate_tensors()
     for detail, array in zip(interp.get_input_details(), inputs):
         interp.set_tensor(detail["index"], array)
@@ -224,7 +234,7 @@ def test_reduce_prod_rounding_and_multiplier_pinned(tmp_path) -> None:
     path = reducer_model(tmp_path, "REDUCE_PROD", case.type, case.shape, case.axes,
                          case.keep_dims, case.in_q, case.out_q, case.id)
     data = prod_inputs(case, runs=1)[0][0]
-    expected = _tflite_reference(path, [data]).astype(np.int64)
+    expected = tflite_output(path, [data]).astype(np.int64)
     scale = case.in_q[0] / math.pow(case.out_q[0], 1.0 / case.shape[1])
     recipe = {variant: prod_recipe(data, case.in_q[1], case.out_q[1], scale, **variant_kw)
               for variant, variant_kw in {
@@ -241,7 +251,7 @@ def test_reduce_prod_15_bit_multiplier_pinned(tmp_path) -> None:
     path = reducer_model(tmp_path, "REDUCE_PROD", "INT16", shape, (1,), False, in_q, out_q,
                          "prod_multiplier_bits")
     data = draw(np.random.default_rng(7), shape, "INT16", -5000, 5000)
-    expected = _tflite_reference(path, [data]).astype(np.int64)
+    expected = tflite_output(path, [data]).astype(np.int64)
     scale = in_q[0] / math.pow(out_q[0], 1.0 / shape[1])
     assert np.array_equal(prod_recipe(data, 0, 0, scale), expected)
     assert not np.array_equal(prod_recipe(data, 0, 0, scale, multiplier_bits=31), expected)
@@ -278,3 +288,58 @@ def test_reduce_prod_above_the_step_limit_takes_the_fallback(tmp_path) -> None:
                          (0.01, -100), (0.02, 0), "prod_long")
     outcome = _reduce_prod_outcome(path)
     assert outcome["path"] == "fallback" and str(MAX_PRODUCT_STEPS) in outcome["reason"]
+
+
+# ---------------------------------------------------------------------------
+# uint8 SUM
+
+
+@dataclass(frozen=True)
+class SumCase:
+    id: str
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    keep_dims: bool
+    in_q: tuple[float, int]
+    out_q: tuple[float, int]
+
+
+SUM_UINT8_CASES = [
+    SumCase("rescaled", (2, 5, 7), (1,), False, (0.1, 3), (0.5, 130)),
+    SumCase("same_quantization", (3, 4), (1,), True, (0.2, 128), (0.2, 128)),
+    # s_in / s_out = 0.5 and zero points 0: every odd sum is a tie.
+    SumCase("ties", (4, 3), (1,), False, (0.5, 0), (1.0, 0)),
+    # Ties again, with a zero point: bias -128 * 0.5 * 2 is an integer.
+    SumCase("ties_zero_point_128", (6, 2), (1,), False, (0.5, 128), (1.0, 128)),
+    SumCase("extreme_zero_points", (2, 6, 3), (2, 0), False, (0.02, 255), (0.07, 0)),
+    SumCase("saturates_both_ends", (3, 16), (1,), False, (0.05, 128), (0.01, 128)),
+    SumCase("negative_axes_keep_dims", (2, 3, 4), (-1, 0), True, (0.03, 7), (0.2, 250)),
+    SumCase("all_axes", (2, 3, 4), (0, 1, 2), False, (0.01, 100), (0.5, 20)),
+    SumCase("large_count", (1, 2048), (1,), False, (0.003, 11), (0.9, 3)),
+]
+
+
+def sum_uint8_model(tmp_path, case: SumCase):
+    return reducer_model(tmp_path, "SUM", "UINT8", case.shape, case.axes, case.keep_dims,
+                         case.in_q, case.out_q, f"sum_uint8_{case.id}")
+
+
+@pytest.mark.parametrize("case", SUM_UINT8_CASES, ids=lambda c: c.id)
+def test_sum_uint8(tmp_path, case: SumCase) -> None:
+    rng = np.random.default_rng(len(case.id))
+    feeds = [[draw(rng, case.shape, "UINT8")] for _ in range(3)]
+    check_exact(sum_uint8_model(tmp_path, case), "tfl.sum", "sum_uint8", inputs=feeds)
+
+
+def test_sum_uint8_kernels_disagree(tmp_path) -> None:
+    """TFLite's reference and optimized uint8 SUM differ here; validate runs the
+    optimized one and our graph equals it."""
+    case = SUM_UINT8_CASES[0]
+    path = sum_uint8_model(tmp_path, case)
+    data = draw(np.random.default_rng(0), case.shape, "UINT8")
+    optimized = tflite_output(path, [data], "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
+    reference = tflite_output(path, [data], "BUILTIN_REF")
+    assert not np.array_equal(optimized, reference)
+    _, report = check_model(path, allowed_paths=("integer",), inputs=[[data]])
+    assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+    assert all(o.exact for o in report.outputs)

@@ -8,7 +8,13 @@ where (m', s') is QuantizeMultiplier(s_in / s_out) with 1/N folded in
 without the zero point, REDUCE_SUM over each axis, one RESCALE, RESHAPE to the
 result shape.
 
-SUM (int8, int16): TFLite's optimized kernel's float32 recipe, see sum_int.
+SUM (int8, int16, uint8): TFLite's reference SUM is broken for quantized data,
+so validation judges SUM on the optimized kernels (tfl2tosa/validation.py),
+which compute in float32: `clamp(round(sum(x) * scale + bias) + zp_out)` with
+`scale = s_in / s_out`, `bias = -zp_in * scale * N` (sum_scale_and_bias) and
+rounding half away from zero. TOSA: RESCALE to i32, REDUCE_SUM per axis, that
+float32 arithmetic op by op, CAST to i32 and a unit RESCALE adding zp_out
+(saturating).
 
 REDUCE_PROD (int8, int16): TFLite's reference_ops::QuantizedReduceProd, a
 chain of 48-bit products each scaled back to int32, see reduce_prod_int.
@@ -32,7 +38,7 @@ from legalize.quantized import (
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import f32, i1, i32
+from tfl2tosa.ir.types import UniformQuantized, f32, i1, i32
 from tfl2tosa.tosa import build
 
 
@@ -79,8 +85,6 @@ def mean_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [scaled]
 
 
-
-
 # The rounded float sum is clamped to +-2^20 before it becomes an integer: far
 # outside any int8/int16 result even after the zero point, and small enough for
 # the unit RESCALE that adds the zero point (apply_scale_32 with shift 30 needs
@@ -123,12 +127,11 @@ def sum_scale_and_bias(in_scale: float, in_zero_point: int, out_scale: float,
     return np.float32(scale), np.float32(bias)
 
 
-@pattern("tfl.sum", kind="integer", label="sum_int", types=("i8", "i16"))
-@integer_pattern
-def sum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """RESCALE to i32 (raw values) -> REDUCE_SUM per axis -> f32 `sum * scale +
-    bias`, rounded half away -> i32 -> RESCALE adding zp_out (saturates) -> RESHAPE."""
-    elements = require_per_tensor(op, [op.operands[0], op.results[0]], "i8", "i16")
+def _sum_parameters(op: Op, *storages: str
+                    ) -> tuple[UniformQuantized, list[int], np.float32, np.float32] | Failure:
+    """The output type, reduced axes and TFLite's float32 scale and bias of a
+    quantized SUM whose input and output are per-tensor `storages`."""
+    elements = require_per_tensor(op, [op.operands[0], op.results[0]], *storages)
     if isinstance(elements, Failure):
         return elements
     x_type, out_type = elements
@@ -144,8 +147,15 @@ def sum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     scale, bias = sum_scale_and_bias(x_type.scale, x_type.zero_point, out_type.scale, count)
     if not (np.isfinite(scale) and np.isfinite(bias)):
         return Failure(f"{op.name}: scale {scale} / bias {bias} not finite")
-    total = rescale_to_i32(rw, op.operands[0], input_zp=0)
-    kept = list(shape)
+    return out_type, axes, scale, bias
+
+
+def _rounded_sum(rw: Rewriter, stored: Value, axes: list[int], scale: np.float32,
+                 bias: np.float32) -> Value:
+    """REDUCE_SUM of the stored values (i32) per axis, then `round(sum * scale +
+    bias)` in f32, clamped to +-_SUM_BOUND, as i32 (reduced axes kept as 1)."""
+    total = stored
+    kept = list(tensor_type(stored).shape)
     for axis in axes:
         kept[axis] = 1
         total = build.op(rw, "tosa.reduce_sum", [total], tensor_type(total).with_shape(
@@ -155,13 +165,62 @@ def sum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     real = build.mul(rw, real, _f32_const(rw, float(scale), rank))
     real = _f32_binary(rw, "tosa.add", real, _f32_const(rw, float(bias), rank))
     rounded = build.clamp(rw, _round_half_away(rw, real), -_SUM_BOUND, _SUM_BOUND)
-    integral = build.cast(rw, rounded, i32)
-    scaled = rescale_by_multiplier(rw, integral, [_UNIT_MULTIPLIER], [_UNIT_SHIFT], out_type,
+    return build.cast(rw, rounded, i32)
+
+
+def _with_zero_point(rw: Rewriter, integral: Value, out: UniformQuantized,
+                     result_shape: tuple[int, ...]) -> Value:
+    """`integral + zp_out` saturated to `out` (a unit RESCALE), in `result_shape`."""
+    scaled = rescale_by_multiplier(rw, integral, [_UNIT_MULTIPLIER], [_UNIT_SHIFT], out,
                                    input_zp=0, rounding="SINGLE_ROUND")
-    result_shape = tensor_type(op.results[0]).shape
-    if tuple(kept) != tuple(result_shape):
+    if tuple(tensor_type(scaled).shape) != tuple(result_shape):
         scaled = build.reshape(rw, scaled, result_shape)
-    return [scaled]
+    return scaled
+
+
+@pattern("tfl.sum", kind="integer", label="sum_int", types=("i8", "i16"))
+@integer_pattern
+def sum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """RESCALE to i32 (raw values) -> REDUCE_SUM per axis -> f32 `sum * scale +
+    bias`, rounded half away -> i32 -> RESCALE adding zp_out (saturates) -> RESHAPE."""
+    parameters = _sum_parameters(op, "i8", "i16")
+    if isinstance(parameters, Failure):
+        return parameters
+    out_type, axes, scale, bias = parameters
+    stored = rescale_to_i32(rw, op.operands[0], input_zp=0)
+    integral = _rounded_sum(rw, stored, axes, scale, bias)
+    return [_with_zero_point(rw, integral, out_type, tensor_type(op.results[0]).shape)]
+
+
+# TFLite's uint8 stored values are the int8 twins' plus 128 (legalize.integer.data).
+_UINT8_OFFSET = 128
+
+
+@pattern("tfl.sum", kind="integer", label="sum_uint8", types=("u8",))
+@integer_pattern
+def sum_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """sum_int's recipe on the stored uint8 values: the int8 twin widened with
+    zero point -128 (RESCALE cannot widen unsigned data to i32), and the result
+    saturated into the output's int8 twin, then moved back to uint8.
+
+    TFLite's optimized uint8 SUM runs the same float32 recipe as int8 on the
+    unsigned stored values, clamped to [0, 255]; summing the twins instead
+    would change the float32 rounding (TFLite's bias is `-zp * scale * N` of
+    the uint8 zero point).
+    """
+    parameters = _sum_parameters(op, "ui8")
+    if isinstance(parameters, Failure):
+        return parameters
+    out_type, axes, scale, bias = parameters
+    # Imported here: importing legalize.integer.data at the top would register its
+    # patterns out of the registry's module order (see pooling.py).
+    from legalize.integer.data import from_int8, int8_twin, to_int8
+
+    stored = rescale_to_i32(rw, to_int8(rw, op.operands[0]), input_zp=-_UINT8_OFFSET)
+    integral = _rounded_sum(rw, stored, axes, scale, bias)
+    result = tensor_type(op.results[0])
+    twin = _with_zero_point(rw, integral, int8_twin(out_type), result.shape)
+    return [from_int8(rw, twin, result)]
 
 
 # ---------------------------------------------------------------------------
