@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tfl2tosa.cli import app
-from tfl2tosa.validation import ValidationReport, validate
+
+if TYPE_CHECKING:  # imported when the command runs: every command's start-up pays for these
+    from tfl2tosa.validation import ValidationReport
 
 
 @app.command("validate")
@@ -29,6 +29,10 @@ def validate_command(
 
     Exit code 0 only if every output is within tolerance (exact on integer paths).
     """
+    import numpy as np
+
+    from tfl2tosa.validation import validate
+
     given = [[np.load(p) for p in inputs]] if inputs else None
     report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback)
     if as_json:
@@ -57,6 +61,9 @@ def to_markdown(report: ValidationReport) -> str:
 
 
 def _print_table(report: ValidationReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     # A CI log (no terminal) gets a wide table rather than columns folded to 80.
     console = Console()
     if not console.is_terminal:
