@@ -8,6 +8,8 @@
 - `TfliteBuilder` writes TFLite flatbuffers directly with the object API of
   TensorFlow's own generated schema module, to reach corners the converter
   never emits (int4, sparse, custom and unknown ops, large buffers, bad indices).
+- `mlir` runs MLIR text through TensorFlow's embedded MLIR (quant dialect
+  registered): the independent parser, verifier and printer of our MLIR text.
 """
 
 from __future__ import annotations
@@ -165,7 +167,8 @@ def small_models(request: pytest.FixtureRequest,
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(p.is_file() for p in paths.values()):
             result = subprocess.run([sys.executable, "-c", _GENERATOR, str(cache)],
-                                    capture_output=True, text=True, timeout=900)
+                                    capture_output=True, text=True, timeout=900,
+                                    check=False)
             if result.returncode != 0:
                 raise RuntimeError(f"model generation failed:\n{result.stderr[-4000:]}")
     return paths
@@ -365,3 +368,20 @@ class TfliteBuilder:
 @pytest.fixture
 def builder() -> TfliteBuilder:
     return TfliteBuilder()
+
+
+@pytest.fixture(scope="session")
+def mlir():
+    """`run(text, pipeline="", locations=False)`: parse MLIR text with TensorFlow's
+    MLIR, run the pass pipeline, re-print it; raise ValueError on errors."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    def run(text: str, pipeline: str = "", locations: bool = False) -> str:
+        try:
+            return tf.mlir.experimental.run_pass_pipeline(text, pipeline,
+                                                          show_debug_info=locations)
+        except tf.errors.OpError as error:
+            raise ValueError(error.message) from None
+
+    return run

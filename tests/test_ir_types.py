@@ -13,7 +13,6 @@ checks exactly that.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -43,21 +42,6 @@ from tfl2tosa.ir.types import (
     u8,
     u16,
 )
-
-
-@pytest.fixture(scope="module")
-def mlir():
-    """Parse (and re-print) MLIR text with TensorFlow's MLIR; raise ValueError on errors."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    def run(text: str, pipeline: str = "") -> str:
-        try:
-            return tf.mlir.experimental.run_pass_pipeline(text, pipeline, show_debug_info=False)
-        except tf.errors.OpError as error:
-            raise ValueError(error.message) from None
-
-    return run
 
 
 def mlir_reprint(mlir, type_text: str) -> str:

@@ -44,21 +44,6 @@ from tfl2tosa.quant import dcast, qcast, scast, strip_func_quant_types
 GOLDEN = Path(__file__).parent / "golden" / "quant"
 
 
-@pytest.fixture(scope="module")
-def mlir():
-    """Run an MLIR pass pipeline with TensorFlow's MLIR; raise ValueError on errors."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    def run(text: str, pipeline: str = "") -> str:
-        try:
-            return tf.mlir.experimental.run_pass_pipeline(text, pipeline, show_debug_info=False)
-        except tf.errors.OpError as error:
-            raise ValueError(error.message) from None
-
-    return run
-
-
 @pytest.fixture
 def check_golden(request):
     """Compare text with tests/golden/quant/<name>.mlir, or rewrite it when asked to.

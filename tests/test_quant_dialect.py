@@ -7,8 +7,6 @@ QuantOps.cpp in llvm-project holds the rules). They must agree.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tfl2tosa.errors import IRError
@@ -39,22 +37,6 @@ from tfl2tosa.quant import (
     verify_quant_op,
     verify_quant_ops,
 )
-
-
-@pytest.fixture(scope="module")
-def mlir():
-    """Parse (and re-print) MLIR text with TensorFlow's MLIR; raise ValueError on errors."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    def run(text: str, pipeline: str = "") -> str:
-        try:
-            return tf.mlir.experimental.run_pass_pipeline(text, pipeline, show_debug_info=False)
-        except tf.errors.OpError as error:
-            raise ValueError(error.message) from None
-
-    return run
-
 
 Q = UniformQuantized(i8, f32, 2.0, 10)
 Q16 = UniformQuantized(i16, f32, 0.5)
@@ -245,8 +227,8 @@ def test_custom_form_printing():
     graph.set_outputs([dcast(b, scast(b, s, Q))])
     lines = print_module(module, locations=False).splitlines()
     assert lines[2:6] == [
-        "    %0 = quant.qcast %arg0 : tensor<3x5xf32> to "
-        "tensor<3x5x!quant.uniform<i8:f32, 2.0:10>>",
+        ("    %0 = quant.qcast %arg0 : tensor<3x5xf32> to "
+         "tensor<3x5x!quant.uniform<i8:f32, 2.0:10>>"),
         "    %1 = quant.scast %0 : tensor<3x5x!quant.uniform<i8:f32, 2.0:10>> to tensor<3x5xi8>",
         "    %2 = quant.scast %1 : tensor<3x5xi8> to tensor<3x5x!quant.uniform<i8:f32, 2.0:10>>",
         "    %3 = quant.dcast %2 : tensor<3x5x!quant.uniform<i8:f32, 2.0:10>> to tensor<3x5xf32>",
