@@ -16,15 +16,14 @@ op must take the fallback, and the tests say so.
 
 from __future__ import annotations
 
-import os
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from arm import run_arm
 from conftest import TfliteBuilder
-from e2e import check_model, model_path
+from e2e import model_path
+from tflite_ref import check_patterns, reference_outputs, write_model
 
 import legalize.integer  # noqa: F401  (registers the integer patterns)
 import reference_model
@@ -51,11 +50,8 @@ def _outcome(conversion, op_name: str) -> dict:
 
 def check_integer(path, op_name: str, label: str | None = None, **kwargs):
     """check_model (exact against TFLite and Arm), the op on its integer pattern."""
-    conversion, report = check_model(path, allowed_paths=("integer", "float"), **kwargs)
-    outcome = _outcome(conversion, op_name)
-    assert outcome["path"] == "integer"
-    assert outcome["pattern"] == (label or LABELS[op_name]), outcome
-    assert all(o.exact for o in report.outputs)
+    conversion, _ = check_patterns(path, {op_name: label or LABELS[op_name]},
+                                   allowed_paths=("integer", "float"), **kwargs)
     return conversion
 
 
@@ -95,9 +91,7 @@ def one_op(tmp_path, code: str, inputs: list[T], outputs: list[T], options=None,
     outs = [tensor(spec, f"y{i}") for i, spec in enumerate(outputs)]
     b.op(code, ins, outs, options=options(b) if callable(options) else options)
     b.io([i for i, spec in zip(ins, inputs) if spec.data is None], outs)
-    path = tmp_path / name
-    path.write_bytes(b.to_bytes())
-    return path
+    return write_model(b, tmp_path / name)
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -114,21 +108,6 @@ def full_range(rng: np.random.Generator, shape, type_name: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------------
 # uint8 inputs and outputs
-
-
-def tflite_outputs(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarray]:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import tensorflow as tf
-
-    warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
-    interpreter = tf.lite.Interpreter(
-        model_content=data,
-        experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
-    interpreter.allocate_tensors()
-    for detail, array in zip(interpreter.get_input_details(), feeds):
-        interpreter.set_tensor(detail["index"], array)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
 
 def _stored_bytes(array: np.ndarray) -> np.ndarray:
@@ -155,7 +134,7 @@ def check_uint8(path, op_name: str, label: str, *, feeds: list[list[np.ndarray]]
         feeds = [[full_range(rng, shape, t) for shape, t in specs] for _ in range(runs)]
     tosa = write_tosa(module)
     for run in feeds:
-        expected = tflite_outputs(data, run)
+        expected = reference_outputs(data, run)
         stored = [_stored_bytes(a) for a in run]
         ours = list(reference_model.run(module, stored).values())
         for theirs, mine in zip(expected, ours):

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TfliteBuilder
-from e2e import check_against_arm, check_model, model_path
+from e2e import check_against_arm, model_path
+from tflite_ref import check_patterns, reference_outputs, write_model
 
 import legalize.integer  # noqa: F401  (registers the integer patterns)
 from legalize.quantized import DOUBLE_ROUND, ROUNDING_POLICY, SINGLE_ROUND
@@ -26,10 +27,7 @@ LABELS = {"tfl.batch_matmul": "batch_matmul_int", "tfl.transpose_conv": "transpo
 
 def check_integer(path, **kwargs) -> None:
     """Exact against TFLite and Arm, every op through its integer pattern."""
-    conversion, report = check_model(path, allowed_paths=("integer",), **kwargs)
-    ours = [o for o in conversion.outcomes if o["op_name"] in LABELS]
-    assert ours and all(o["pattern"] == LABELS[o["op_name"]] for o in ours), ours
-    assert all(o.exact for o in report.outputs)
+    check_patterns(path, LABELS, **kwargs)
 
 
 ZOO = [f"unit/{kind}/{name}.tflite" for kind in ("int8", "int16x8") for name in (
@@ -39,30 +37,6 @@ ZOO = [f"unit/{kind}/{name}.tflite" for kind in ("int8", "int16x8") for name in 
 @pytest.mark.parametrize("relative", ZOO)
 def test_zoo_model(relative: str) -> None:
     check_integer(model_path(relative), runs=3)
-
-
-def reference_outputs(path, feeds: list[np.ndarray]) -> list[np.ndarray]:
-    """TFLite's outputs on its builtin reference kernels for one run."""
-    import warnings
-
-    import tensorflow as tf
-
-    warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
-    interpreter = tf.lite.Interpreter(
-        model_path=str(path),
-        experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
-    interpreter.allocate_tensors()
-    for detail, array in zip(interpreter.get_input_details(), feeds):
-        interpreter.set_tensor(detail["index"], array)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-
-
-def _write(b: TfliteBuilder, tmp_path, name: str = "model.tflite"):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / name
-    path.write_bytes(b.to_bytes())
-    return path
 
 
 # ---------------------------------------------------------------------------
@@ -101,7 +75,7 @@ def batch_matmul_model(tmp_path, x_shape, y_shape, *, adj_x=False, adj_y=False, 
     b.op("BATCH_MATMUL", [x, y], [out],
          options=b.options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y))
     b.io([x] if constant_y else [x, y], [out])
-    return _write(b, tmp_path)
+    return write_model(b, tmp_path / "model.tflite")
 
 
 BATCH_MATMUL_CASES = [
@@ -181,7 +155,7 @@ def test_batch_matmul_scale_is_float32_product(tmp_path, monkeypatch) -> None:
     out = b.tensor([1, 4, 3], "INT8", "out", scale=[scales[2]], zero_point=[0])
     b.op("BATCH_MATMUL", [x, y], [out], options=b.options("BatchMatMulOptions"))
     b.io([x, y], [out])
-    path = _write(b, tmp_path)
+    path = write_model(b, tmp_path / "model.tflite")
     rng = np.random.default_rng(4)
     xs = rng.integers(-128, 128, (1, 4, 64)).astype(np.int8)
     xs[0, 0] = [-88] * 45 + [-87] * 19
@@ -246,7 +220,7 @@ def transpose_conv_model(tmp_path, *, input_shape, filters, kernel, stride, padd
         strideW=stride[1],
         fusedActivationFunction=getattr(b.s.ActivationFunctionType, activation)))
     b.io([x], [y])
-    return _write(b, tmp_path)
+    return write_model(b, tmp_path / "model.tflite")
 
 
 TRANSPOSE_CONV_CASES = [

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import TfliteBuilder
-from e2e import check_model, model_path
+from e2e import model_path
+from tflite_ref import check_patterns, write_model
 
 import legalize.integer  # noqa: F401  (registers the integer patterns)
 
@@ -23,10 +24,7 @@ LABELS = {"tfl.average_pool_2d": "average_pool_2d_int", "tfl.max_pool_2d": "max_
 
 def check_pool(path, **kwargs) -> None:
     """Exact against TFLite and Arm, every pool through its integer pattern."""
-    conversion, report = check_model(path, allowed_paths=("integer",), **kwargs)
-    pools = [o for o in conversion.outcomes if o["op_name"] in LABELS]
-    assert pools and all(o["pattern"] == LABELS[o["op_name"]] for o in pools), pools
-    assert all(o.exact for o in report.outputs)
+    check_patterns(path, LABELS, **kwargs)
 
 
 ZOO = [f"unit/{kind}/{name}.tflite" for kind in ("int8", "int16x8") for name in (
@@ -55,9 +53,7 @@ def pool_model(tmp_path, op_name: str, *, shape, kernel, stride, padding="VALID"
         strideW=stride[1], filterHeight=kernel[0], filterWidth=kernel[1],
         fusedActivationFunction=getattr(b.s.ActivationFunctionType, activation)))
     b.io([x], [y])
-    path = tmp_path / "pool.tflite"
-    path.write_bytes(b.to_bytes())
-    return path
+    return write_model(b, tmp_path / "pool.tflite")
 
 
 POOL_CASES = [
