@@ -23,6 +23,16 @@ recipe (an integer multiplier instead of the optimized kernel's float32 scale
 and bias) and disagrees with the optimized one on some outputs; we match the
 optimized kernel, the one validation uses for SUM and the one TFLite runs by
 default (test_sum_uint8_kernels_disagree names a case).
+
+MAXIMUM / MINIMUM / SELECT / SELECT_V2 whose inputs are quantized differently
+from their output (not emitted by the converter, which requantizes inputs
+first: every such op in the zoo has equal parameters and takes the integer
+path): TFLite's kernels compare and choose the stored integers, ignoring the
+scales, so its answer is not the real-valued maximum or choice. Our integer
+patterns refuse these, the fallback computes the real-valued definition, and
+the tests check that against the definition computed here (dequantize, the
+op, quantize rounding half away), show TFLite's raw-integer answer differs,
+and that validate reports the mismatch instead of passing.
 """
 
 from __future__ import annotations
@@ -33,11 +43,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from conftest import TfliteBuilder
-from e2e import check_model, model_path
+from e2e import check_against_arm, check_model, model_path
 
+import reference_model
 from legalize.integer.reduce import MAX_PRODUCT_STEPS
 from tfl2tosa.pipeline import convert
-from tfl2tosa.validation import validate
+from tfl2tosa.validation import as_graph_input, as_tflite_output, validate
 
 NUMPY = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
 
@@ -343,3 +354,104 @@ def test_sum_uint8_kernels_disagree(tmp_path) -> None:
     _, report = check_model(path, allowed_paths=("integer",), inputs=[[data]])
     assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
     assert all(o.exact for o in report.outputs)
+
+
+# ---------------------------------------------------------------------------
+# MAXIMUM / MINIMUM / SELECT with inputs quantized unlike the output
+
+
+@dataclass(frozen=True)
+class MixedCase:
+    id: str
+    op: str
+    type: str
+    x_q: tuple[float, int]
+    y_q: tuple[float, int]
+    out_q: tuple[float, int]
+
+
+MIXED_CASES = [
+    MixedCase("maximum_int8", "MAXIMUM", "INT8", (0.1, 0), (0.02, 10), (0.05, -3)),
+    MixedCase("minimum_int8", "MINIMUM", "INT8", (0.1, 0), (0.02, 10), (0.05, -3)),
+    MixedCase("select_int8", "SELECT", "INT8", (0.1, 0), (0.02, 10), (0.05, -3)),
+    MixedCase("select_v2_int8", "SELECT_V2", "INT8", (0.03, -7), (0.08, 20), (0.06, 1)),
+    MixedCase("maximum_int16", "MAXIMUM", "INT16", (1.0e-3, 0), (3.0e-4, 0), (5.0e-4, 0)),
+    MixedCase("select_v2_int16", "SELECT_V2", "INT16", (1.0e-3, 0), (3.0e-4, 0),
+              (5.0e-4, 0)),
+    MixedCase("minimum_uint8", "MINIMUM", "UINT8", (0.1, 128), (0.02, 10), (0.05, 100)),
+    MixedCase("select_uint8", "SELECT", "UINT8", (0.1, 128), (0.02, 10), (0.05, 100)),
+]
+MIXED_SHAPE = (3, 8)
+
+
+def mixed_model(tmp_path, case: MixedCase):
+    b = TfliteBuilder()
+    shape = list(MIXED_SHAPE)
+    x = b.tensor(shape, case.type, "x", scale=[case.x_q[0]], zero_point=[case.x_q[1]])
+    y = b.tensor(shape, case.type, "y", scale=[case.y_q[0]], zero_point=[case.y_q[1]])
+    out = b.tensor(shape, case.type, "out", scale=[case.out_q[0]],
+                   zero_point=[case.out_q[1]])
+    if case.op.startswith("SELECT"):
+        condition = b.tensor(shape, "BOOL", "condition")
+        options = "SelectOptions" if case.op == "SELECT" else "SelectV2Options"
+        b.op(case.op, [condition, x, y], [out], options=b.options(options))
+        b.io([condition, x, y], [out])
+    else:
+        b.op(case.op, [x, y], [out])
+        b.io([x, y], [out])
+    path = tmp_path / f"{case.id}.tflite"
+    path.write_bytes(b.to_bytes())
+    return path
+
+
+def real_valued(case: MixedCase, inputs: list[np.ndarray]) -> np.ndarray:
+    """The op on the dequantized inputs, quantized to the output (half away from zero)."""
+    *condition, x, y = inputs
+    real_x = (x.astype(np.float64) - case.x_q[1]) * case.x_q[0]
+    real_y = (y.astype(np.float64) - case.y_q[1]) * case.y_q[0]
+    if case.op == "MAXIMUM":
+        real = np.maximum(real_x, real_y)
+    elif case.op == "MINIMUM":
+        real = np.minimum(real_x, real_y)
+    else:
+        real = np.where(condition[0], real_x, real_y)
+    scaled = real / case.out_q[0]
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+    info = np.iinfo(NUMPY[case.type])
+    return np.clip(rounded + case.out_q[1], info.min, info.max).astype(np.int64)
+
+
+def raw_integer_answer(case: MixedCase, inputs: list[np.ndarray]) -> np.ndarray:
+    """What TFLite's kernels compute: the stored integers compared or chosen as they are."""
+    *condition, x, y = inputs
+    if case.op == "MAXIMUM":
+        return np.maximum(x, y).astype(np.int64)
+    if case.op == "MINIMUM":
+        return np.minimum(x, y).astype(np.int64)
+    return np.where(condition[0], x, y).astype(np.int64)
+
+
+@pytest.mark.parametrize("case", MIXED_CASES, ids=lambda c: c.id)
+def test_mixed_quantization_gives_the_real_valued_answer(tmp_path, case: MixedCase) -> None:
+    path = mixed_model(tmp_path, case)
+    rng = np.random.default_rng(len(case.id))
+    inputs = [draw(rng, MIXED_SHAPE, case.type), draw(rng, MIXED_SHAPE, case.type)]
+    if case.op.startswith("SELECT"):
+        inputs.insert(0, rng.integers(0, 2, MIXED_SHAPE).astype(bool))
+    module, conversion = convert(path)
+    (outcome,) = conversion.outcomes
+    assert outcome["path"] == "fallback", outcome
+    # Ours (as TFLite would store it) against the definition: the fallback quantizes
+    # x * (1 / s) in float32, which may move a tie by one step.
+    (ours,) = reference_model.run(module, [as_graph_input(a, v) for a, v in
+                                           zip(inputs, module.main.inputs)]).values()
+    ours = as_tflite_output(ours, np.dtype(NUMPY[case.type])).astype(np.int64)
+    assert np.abs(ours - real_valued(case, inputs)).max() <= 1
+    check_against_arm(module, conversion, [inputs])
+    # TFLite ignores the scales, and validate says so rather than passing.
+    theirs = tflite_output(path, inputs).astype(np.int64)
+    assert np.array_equal(theirs, raw_integer_answer(case, inputs))
+    assert np.abs(theirs - real_valued(case, inputs)).max() > 1
+    report = validate(path, module=module, conversion=conversion, inputs=[inputs])
+    assert not report.passed and report.fallback_ops
+    assert not any(o.exact for o in report.outputs)
