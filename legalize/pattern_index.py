@@ -42,7 +42,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.matmul', 'batch_matmul_int'),
     ),
     'tfl.batch_to_space_nd': (
-        ('legalize.shape', 'batch_to_space_nd'),
+        ('legalize.space_batch', 'batch_to_space_nd'),
     ),
     'tfl.bidirectional_sequence_lstm': (
         ('legalize.rnn', 'bidirectional_sequence_lstm'),
@@ -60,7 +60,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.shape', 'broadcast_args'),
     ),
     'tfl.broadcast_to': (
-        ('legalize.shape', 'broadcast_to'),
+        ('legalize.joining', 'broadcast_to'),
     ),
     'tfl.bucketize': (
         ('legalize.misc', 'bucketize'),
@@ -84,7 +84,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.misc', 'misc_refusal'),
     ),
     'tfl.concatenation': (
-        ('legalize.shape', 'concatenation'),
+        ('legalize.joining', 'concatenation'),
         ('legalize.integer.data', 'concatenation_uint8'),
     ),
     'tfl.conv_2d': (
@@ -114,7 +114,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.misc', 'densify_constant'),
     ),
     'tfl.depth_to_space': (
-        ('legalize.shape', 'depth_to_space'),
+        ('legalize.space_batch', 'depth_to_space'),
     ),
     'tfl.depthwise_conv_2d': (
         ('legalize.conv', 'depthwise_conv_2d'),
@@ -134,7 +134,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'div_reciprocal'),
     ),
     'tfl.dynamic_update_slice': (
-        ('legalize.shape', 'dynamic_update_slice'),
+        ('legalize.updates', 'dynamic_update_slice'),
     ),
     'tfl.elu': (
         ('legalize.activations', 'elu'),
@@ -268,10 +268,10 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.rnn', 'lstm'),
     ),
     'tfl.matrix_diag': (
-        ('legalize.shape', 'matrix_diag'),
+        ('legalize.updates', 'matrix_diag'),
     ),
     'tfl.matrix_set_diag': (
-        ('legalize.shape', 'matrix_set_diag'),
+        ('legalize.updates', 'matrix_set_diag'),
     ),
     'tfl.max_pool_2d': (
         ('legalize.integer.data', 'uint8_as_int8'),
@@ -292,7 +292,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.data', 'maximum_minimum_int'),
     ),
     'tfl.mirror_pad': (
-        ('legalize.shape', 'mirror_pad'),
+        ('legalize.padding', 'mirror_pad'),
     ),
     'tfl.mul': (
         ('legalize.elementwise', 'mul'),
@@ -319,13 +319,13 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.gather', 'one_hot'),
     ),
     'tfl.pack': (
-        ('legalize.shape', 'pack'),
+        ('legalize.joining', 'pack'),
     ),
     'tfl.pad': (
-        ('legalize.shape', 'pad'),
+        ('legalize.padding', 'pad'),
     ),
     'tfl.padv2': (
-        ('legalize.shape', 'pad'),
+        ('legalize.padding', 'pad'),
     ),
     'tfl.placeholder_for_greater_op_codes': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -410,10 +410,10 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.resize', 'resize_nearest_neighbor'),
     ),
     'tfl.reverse_sequence': (
-        ('legalize.shape', 'reverse_sequence'),
+        ('legalize.reverse', 'reverse_sequence'),
     ),
     'tfl.reverse_v2': (
-        ('legalize.shape', 'reverse_v2'),
+        ('legalize.reverse', 'reverse_v2'),
     ),
     'tfl.rfft2d': (
         ('legalize.complex', 'rfft2d'),
@@ -458,7 +458,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.slice': (
-        ('legalize.shape', 'slice_'),
+        ('legalize.slicing', 'slice_'),
     ),
     'tfl.softmax': (
         ('legalize.activations', 'softmax'),
@@ -467,19 +467,19 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.softmax', 'softmax_int16'),
     ),
     'tfl.space_to_batch_nd': (
-        ('legalize.shape', 'space_to_batch_nd'),
+        ('legalize.space_batch', 'space_to_batch_nd'),
     ),
     'tfl.space_to_depth': (
-        ('legalize.shape', 'space_to_depth'),
+        ('legalize.space_batch', 'space_to_depth'),
     ),
     'tfl.sparse_to_dense': (
         ('legalize.misc', 'sparse_to_dense'),
     ),
     'tfl.split': (
-        ('legalize.shape', 'split'),
+        ('legalize.slicing', 'split'),
     ),
     'tfl.split_v': (
-        ('legalize.shape', 'split_v'),
+        ('legalize.slicing', 'split_v'),
     ),
     'tfl.sqrt': (
         ('legalize.elementwise', 'sqrt'),
@@ -498,7 +498,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.strided_slice': (
-        ('legalize.shape', 'strided_slice'),
+        ('legalize.slicing', 'strided_slice'),
     ),
     'tfl.sub': (
         ('legalize.elementwise', 'sub'),
@@ -508,6 +508,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.sum': (
         ('legalize.integer.reduce', 'sum_int'),
+        ('legalize.integer.reduce', 'sum_uint8'),
         ('legalize.reduce', 'sum_'),
     ),
     'tfl.svdf': (
@@ -518,7 +519,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.activations', 'tanh_int'),
     ),
     'tfl.tile': (
-        ('legalize.shape', 'tile'),
+        ('legalize.joining', 'tile'),
     ),
     'tfl.topk_v2': (
         ('legalize.reduce', 'topk_v2'),
@@ -541,7 +542,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.unpack': (
-        ('legalize.shape', 'unpack'),
+        ('legalize.slicing', 'unpack'),
     ),
     'tfl.unsorted_segment_max': (
         ('legalize.gather', 'segment_reduction'),

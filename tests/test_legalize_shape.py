@@ -1,4 +1,5 @@
-"""Data-layout ops (legalize/shape.py) against the TFLite interpreter.
+"""Data-layout ops (legalize/shape.py and the families beside it: slicing,
+joining, padding, space_batch, reverse, updates) against the TFLite interpreter.
 
 Each case is a one-op model written with the TFLite builder, reaching corners
 the converter rarely emits: -1 sizes, masks and negative strides, bool and
