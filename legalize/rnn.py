@@ -305,19 +305,27 @@ def input_products(rw: Rewriter, x: Value, direction: Direction,
     """W_x x_t (+ bias) of every time step as [1, batch, gates * width], in time order:
     one MATMUL over all steps, then a SLICE per step."""
     shape = tensor_type(x).shape
-    steps, batch = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
     columns = tensor_type(direction.input_weights).shape[2]
     flat = build.reshape(rw, x, (1, shape[0] * shape[1], shape[2]))
     products = _matmul(rw, flat, direction.input_weights)
     if direction.bias is not None:
         products = _add(rw, products, direction.bias)
     products = build.reshape(rw, products, (shape[0], shape[1], columns))
+    return split_steps(rw, products, time_major)
+
+
+def split_steps(rw: Rewriter, values: Value, time_major: bool) -> list[Value]:
+    """A [T, batch, C] (time major) or [batch, T, C] sequence as T tensors
+    [1, batch, C], in time order."""
+    shape = tensor_type(values).shape
+    steps, batch = (shape[0], shape[1]) if time_major else (shape[1], shape[0])
+    columns = shape[2]
     per_step = []
     for t in range(steps):
         if time_major:
-            per_step.append(build.slice(rw, products, [t, 0, 0], [1, batch, columns]))
+            per_step.append(build.slice(rw, values, [t, 0, 0], [1, batch, columns]))
         else:
-            step = build.slice(rw, products, [0, t, 0], [batch, 1, columns])
+            step = build.slice(rw, values, [0, t, 0], [batch, 1, columns])
             per_step.append(build.reshape(rw, step, (1, batch, columns)))
     return per_step
 
