@@ -38,12 +38,14 @@ and that validate reports the mismatch instead of passing.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from conftest import TfliteBuilder
 from e2e import check_against_arm, check_model, model_path
+from tflite_ref import check_patterns, reference_outputs, write_model
 
 import reference_model
 from legalize.integer.reduce import MAX_PRODUCT_STEPS
@@ -51,14 +53,6 @@ from tfl2tosa.pipeline import convert
 from tfl2tosa.validation import as_graph_input, as_tflite_output, validate
 
 NUMPY = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16}
-
-
-def check_exact(path, op_name: str, label: str, **kwargs) -> None:
-    """check_model on the integer path only, `op_name` on `label`, every output exact."""
-    conversion, report = check_model(path, allowed_paths=("integer",), **kwargs)
-    found = [o for o in conversion.outcomes if o["op_name"] == op_name]
-    assert found and all(o["pattern"] == label for o in found), conversion.outcomes
-    assert all(o.exact for o in report.outputs), report.outputs
 
 
 def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keep_dims: bool) -> list[int]:
@@ -78,9 +72,7 @@ def reducer_model(tmp_path, op_code: str, type_name: str, shape, axes, keep_dims
                  scale=[out_q[0]], zero_point=[out_q[1]])
     b.op(op_code, [x, axis], [y], options=b.options("ReducerOptions", keepDims=keep_dims))
     b.io([x], [y])
-    path = tmp_path / f"{name}.tflite"
-    path.write_bytes(b.to_bytes())
-    return path
+    return write_model(b, tmp_path / f"{name}.tflite")
 
 
 def draw(rng: np.random.Generator, shape, type_name: str, low: int | None = None,
@@ -98,7 +90,7 @@ def draw(rng: np.random.Generator, shape, type_name: str, low: int | None = None
 @pytest.mark.parametrize("relative", ["unit/int8/reduce_prod.tflite",
                                       "unit/int16x8/reduce_prod.tflite"])
 def test_reduce_prod_zoo(relative: str) -> None:
-    check_exact(model_path(relative), "tfl.reduce_prod", "reduce_prod_int", runs=4)
+    check_patterns(model_path(relative), {"tfl.reduce_prod": "reduce_prod_int"}, runs=4)
 
 
 # ---------------------------------------------------------------------------
@@ -170,31 +162,26 @@ def prod_inputs(case: ProdCase, runs: int = 3) -> list[list[np.ndarray]]:
 def test_reduce_prod(tmp_path, case: ProdCase) -> None:
     path = reducer_model(tmp_path, "REDUCE_PROD", case.type, case.shape, case.axes,
                          case.keep_dims, case.in_q, case.out_q, case.id)
-    check_exact(path, "tfl.reduce_prod", "reduce_prod_int", inputs=prod_inputs(case))
+    check_patterns(path, {"tfl.reduce_prod": "reduce_prod_int"}, inputs=prod_inputs(case))
 
 
 # ---------------------------------------------------------------------------
 # REDUCE_PROD: the kernel's arithmetic, pinned against TFLite
 
 
-def tflite_output(path, inputs: list[np.ndarray], resolver: str = "BUILTIN_REF"
-                  ) -> np.ndarray:
-    """The first output of TFLite's interpreter with the named op resolver."""
-    import os
-    import warnings
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+def optimized_outputs(path, feeds: list[np.ndarray]) -> list[np.ndarray]:
+    """TFLite's outputs on its builtin (optimized) kernels, no default delegates."""
     import tensorflow as tf
 
     warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
-    interp = tf.lite.Interpreter(
-        model_path=str(path),
-        experimental_op_resolver_type=getattr(tf.lite.experimental.OpResolverType, resolver))
-    interp.allocate_tensors()
-    for detail, array in zip(interp.get_input_details(), inputs):
-        interp.set_tensor(detail["index"], array)
-    interp.invoke()
-    return interp.get_tensor(interp.get_output_details()[0]["index"])
+    interpreter = tf.lite.Interpreter(
+        model_path=str(path), experimental_op_resolver_type=(
+            tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    interpreter.allocate_tensors()
+    for detail, array in zip(interpreter.get_input_details(), feeds):
+        interpreter.set_tensor(detail["index"], array)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
 
 def _tflite_multiplier(scale: float) -> tuple[int, int]:
@@ -245,14 +232,14 @@ def test_reduce_prod_rounding_and_multiplier_pinned(tmp_path) -> None:
     path = reducer_model(tmp_path, "REDUCE_PROD", case.type, case.shape, case.axes,
                          case.keep_dims, case.in_q, case.out_q, case.id)
     data = prod_inputs(case, runs=1)[0][0]
-    expected = tflite_output(path, [data]).astype(np.int64)
+    expected = reference_outputs(path, [data])[0].astype(np.int64)
     scale = case.in_q[0] / math.pow(case.out_q[0], 1.0 / case.shape[1])
     recipe = {variant: prod_recipe(data, case.in_q[1], case.out_q[1], scale, **variant_kw)
               for variant, variant_kw in {
                   "tflite": {}, "half_away": {"rounding": "half_away"}}.items()}
     assert np.array_equal(recipe["tflite"], expected)
     assert not np.array_equal(recipe["half_away"], expected)
-    check_exact(path, "tfl.reduce_prod", "reduce_prod_int", inputs=[[data]])
+    check_patterns(path, {"tfl.reduce_prod": "reduce_prod_int"}, inputs=[[data]])
 
 
 def test_reduce_prod_15_bit_multiplier_pinned(tmp_path) -> None:
@@ -262,11 +249,11 @@ def test_reduce_prod_15_bit_multiplier_pinned(tmp_path) -> None:
     path = reducer_model(tmp_path, "REDUCE_PROD", "INT16", shape, (1,), False, in_q, out_q,
                          "prod_multiplier_bits")
     data = draw(np.random.default_rng(7), shape, "INT16", -5000, 5000)
-    expected = tflite_output(path, [data]).astype(np.int64)
+    expected = reference_outputs(path, [data])[0].astype(np.int64)
     scale = in_q[0] / math.pow(out_q[0], 1.0 / shape[1])
     assert np.array_equal(prod_recipe(data, 0, 0, scale), expected)
     assert not np.array_equal(prod_recipe(data, 0, 0, scale, multiplier_bits=31), expected)
-    check_exact(path, "tfl.reduce_prod", "reduce_prod_int", inputs=[[data]])
+    check_patterns(path, {"tfl.reduce_prod": "reduce_prod_int"}, inputs=[[data]])
 
 
 # ---------------------------------------------------------------------------
@@ -339,7 +326,7 @@ def sum_uint8_model(tmp_path, case: SumCase):
 def test_sum_uint8(tmp_path, case: SumCase) -> None:
     rng = np.random.default_rng(len(case.id))
     feeds = [[draw(rng, case.shape, "UINT8")] for _ in range(3)]
-    check_exact(sum_uint8_model(tmp_path, case), "tfl.sum", "sum_uint8", inputs=feeds)
+    check_patterns(sum_uint8_model(tmp_path, case), {"tfl.sum": "sum_uint8"}, inputs=feeds)
 
 
 def test_sum_uint8_kernels_disagree(tmp_path) -> None:
@@ -348,8 +335,8 @@ def test_sum_uint8_kernels_disagree(tmp_path) -> None:
     case = SUM_UINT8_CASES[0]
     path = sum_uint8_model(tmp_path, case)
     data = draw(np.random.default_rng(0), case.shape, "UINT8")
-    optimized = tflite_output(path, [data], "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
-    reference = tflite_output(path, [data], "BUILTIN_REF")
+    optimized = optimized_outputs(path, [data])[0]
+    reference = reference_outputs(path, [data])[0]
     assert not np.array_equal(optimized, reference)
     _, report = check_model(path, allowed_paths=("integer",), inputs=[[data]])
     assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
@@ -399,9 +386,7 @@ def mixed_model(tmp_path, case: MixedCase):
     else:
         b.op(case.op, [x, y], [out])
         b.io([x, y], [out])
-    path = tmp_path / f"{case.id}.tflite"
-    path.write_bytes(b.to_bytes())
-    return path
+    return write_model(b, tmp_path / f"{case.id}.tflite")
 
 
 def real_valued(case: MixedCase, inputs: list[np.ndarray]) -> np.ndarray:
@@ -449,7 +434,7 @@ def test_mixed_quantization_gives_the_real_valued_answer(tmp_path, case: MixedCa
     assert np.abs(ours - real_valued(case, inputs)).max() <= 1
     check_against_arm(module, conversion, [inputs])
     # TFLite ignores the scales, and validate says so rather than passing.
-    theirs = tflite_output(path, inputs).astype(np.int64)
+    theirs = reference_outputs(path, inputs)[0].astype(np.int64)
     assert np.array_equal(theirs, raw_integer_answer(case, inputs))
     assert np.abs(theirs - real_valued(case, inputs)).max() > 1
     report = validate(path, module=module, conversion=conversion, inputs=[inputs])
