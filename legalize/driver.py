@@ -16,7 +16,7 @@ from legalize.fallback import lower_through_float
 from legalize.registry import patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
-from tfl2tosa.ir.types import TensorType, is_quantized
+from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized
 
 
 # Ops that have no lowering of their own: consumers read them, DCE removes them.
@@ -49,7 +49,14 @@ class LegalizeResult:
 
 def element_signature(op: Op) -> str:
     def elem(t: object) -> str:
-        return str(t.element) if isinstance(t, TensorType) else str(t)
+        if not isinstance(t, TensorType):
+            return str(t)
+        q = t.element
+        if isinstance(q, UniformQuantizedPerAxis):
+            # One scale per channel would swamp a one-line error message.
+            return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
+                    f"{{{len(q.scales)} scales}}>")
+        return str(q)
 
     ins = ",".join(elem(v.type) for v in op.operands)
     outs = ",".join(elem(v.type) for v in op.results)

@@ -161,7 +161,7 @@ class UniformQuantized:
     def bits(self) -> int:
         return self.storage.bits
 
-    def _storage_text(self) -> str:
+    def storage_text(self) -> str:
         text = _storage_name(self.storage)
         if (self.storage_min, self.storage_max) != (self.storage.min_value, self.storage.max_value):
             text += f"<{self.storage_min}:{self.storage_max}>"
@@ -169,7 +169,7 @@ class UniformQuantized:
 
     def __str__(self) -> str:
         params = _format_params(self.scale, self.zero_point)
-        return f"!quant.uniform<{self._storage_text()}:{self.expressed}, {params}>"
+        return f"!quant.uniform<{self.storage_text()}:{self.expressed}, {params}>"
 
 
 @dataclass(frozen=True)
@@ -205,11 +205,11 @@ class UniformQuantizedPerAxis:
     def bits(self) -> int:
         return self.storage.bits
 
-    _storage_text = UniformQuantized._storage_text
+    storage_text = UniformQuantized.storage_text
 
     def __str__(self) -> str:
         params = ",".join(_format_params(s, z) for s, z in zip(self.scales, self.zero_points))
-        return (f"!quant.uniform<{self._storage_text()}:{self.expressed}:{self.axis}, "
+        return (f"!quant.uniform<{self.storage_text()}:{self.expressed}:{self.axis}, "
                 f"{{{params}}}>")
 
 
