@@ -10,11 +10,8 @@ their answer carries the activations' int8 rounding error; the float lowering
 is the exact value those kernels approximate (see tests/test_legalize_conv.py
 for the measured gap).
 
-Geometry follows TFLite's `ComputePaddingHeightWidth` (tensorflow/lite/kernels/
-padding.h): SAME pads `total // 2` before and the rest after. TOSA requires the
-output size to be exact (`(in - 1 + pads - (k - 1) * dilation) / stride + 1`
-without remainder), so rows a window never reads are trimmed from the padding
-after, then sliced off the input.
+Window geometry (TFLite's SAME/VALID padding made exact for TOSA) is
+`legalize.window`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +29,13 @@ from legalize.common import (
     with_fused_activation,
 )
 from legalize.registry import pattern
+from legalize.window import (
+    conv_window,
+    per_axis_attribute,
+    transposed_pad_before,
+    transposed_window,
+    trimmed_input,
+)
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
@@ -180,92 +184,22 @@ def zero_points(rw: Rewriter, element: ElementType) -> list[Value]:
 
 
 # ---------------------------------------------------------------------------
-# Window geometry
-
-
-def same_or_valid_pads(padding: str, in_size: int, out_size: int, kernel: int, stride: int,
-                       dilation: int = 1) -> tuple[int, int] | Failure:
-    """(before, after) padding of one spatial dim as TFLite computes it."""
-    if padding == "VALID":
-        return 0, 0
-    if padding != "SAME":
-        return Failure(f"padding {padding!r} is not supported")
-    effective = (kernel - 1) * dilation + 1
-    total = max((out_size - 1) * stride + effective - in_size, 0)
-    return total // 2, total - total // 2
-
-
-def fit_windows(padding: str, in_sizes: Sequence[int], out_sizes: Sequence[int],
-                kernels: Sequence[int], strides: Sequence[int],
-                dilations: Sequence[int]) -> tuple[list[int], list[int]] | Failure:
-    """TOSA pads [before0, after0, before1, ...] and the input size each dim keeps.
-
-    Input rows past the last window (VALID with a remainder, or SAME with
-    stride > kernel) are first taken out of the padding after, then cut from
-    the input, so that TOSA's exact output-size rule holds.
-    """
-    pads: list[int] = []
-    used: list[int] = []
-    for size, out, k, s, d in zip(in_sizes, out_sizes, kernels, strides, dilations):
-        pair = same_or_valid_pads(padding, size, out, k, s, d)
-        if isinstance(pair, Failure):
-            return pair
-        before, after = pair
-        excess = size + before + after - ((k - 1) * d + 1) - (out - 1) * s
-        if excess < 0:
-            return Failure(f"output size {out} does not fit input {size}, kernel {k}, "
-                           f"stride {s}, dilation {d}")
-        trim = min(excess, after)
-        pads += [before, after - trim]
-        used.append(size - (excess - trim))
-    return pads, used
-
-
-def trimmed_input(rw: Rewriter, x: Value, used: Sequence[int]) -> Value:
-    """`x` [N, *spatial, C] cut to the spatial sizes in `used`."""
-    shape = list(tensor_type(x).shape)
-    if list(used) == shape[1:-1]:
-        return x
-    return build.slice(rw, x, [0] * len(shape), [shape[0], *used, shape[-1]])
-
-
-def pool_window(op: Op, rw: Rewriter, x: Value) -> tuple[Value, dict[str, list[int]]] | Failure:
-    """`x` (the input of Pool2DOptions op `op`, or a stand-in of the same shape)
-    trimmed to the rows the windows read, and TOSA's kernel/stride/pad."""
-    _, ih, iw, _ = tensor_type(x).shape
-    result = tensor_type(op.results[0])
-    kernel = [int(op.attrs["filter_height"]), int(op.attrs["filter_width"])]
-    stride = [int(op.attrs["stride_h"]), int(op.attrs["stride_w"])]
-    fitted = fit_windows(op.attrs["padding"], (ih, iw), result.shape[1:3], kernel, stride,
-                         (1, 1))
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
-    return trimmed_input(rw, x, used), {"kernel": kernel, "stride": stride, "pad": pads}
-
-
-def _spatial(op: Op, name: str, axes: str) -> list[int]:
-    """Per-axis attributes, e.g. stride_h/stride_w -> [sh, sw]; missing ones are 1."""
-    return [int(op.attrs.get(name.format(a), 1)) for a in axes]
-
-
-def conv_window(op: Op, in_sizes: Sequence[int], out_sizes: Sequence[int],
-                kernel: Sequence[int], axes: str = "hw"
-                ) -> tuple[list[int], list[int], list[int], list[int]] | Failure:
-    """(pad, stride, dilation, used input sizes) of a convolution's window as
-    TOSA takes them, from the op's padding, stride_<axis> and
-    dilation_<axis>_factor attributes (`axes` "hw" or "dhw")."""
-    stride = _spatial(op, "stride_{}", axes)
-    dilation = _spatial(op, "dilation_{}_factor", axes)
-    fitted = fit_windows(op.attrs.get("padding"), in_sizes, out_sizes, kernel, stride, dilation)
-    if isinstance(fitted, Failure):
-        return fitted
-    pads, used = fitted
-    return pads, stride, dilation, used
-
-
-# ---------------------------------------------------------------------------
 # Convolutions
+
+
+def _forward_operands(rw: Rewriter, op: Op, channels_out: int, kernel: Sequence[int],
+                      axes: str = "hw"
+                      ) -> tuple[Value, Value, tuple[list[int], ...]] | Failure:
+    """A forward convolution's float weights, bias (operand 2) and window
+    (`conv_window`: pad, stride, dilation, used input sizes)."""
+    result = tensor_type(op.results[0])
+    operands = weights_and_bias(rw, op, 2, channels_out, result.element)
+    window = conv_window(op, tensor_type(op.operands[0]).shape[1:-1], result.shape[1:-1],
+                         kernel, axes)
+    for checked in (operands, window):
+        if isinstance(checked, Failure):
+            return checked
+    return (*operands, window)
 
 
 def _conv(rw: Rewriter, name: str, x: Value, weights: Value, bias: Value, result: TensorType,
@@ -286,19 +220,15 @@ def conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     result = tensor_type(op.results[0])
-    element = result.element
-    _, ih, iw, channels = tensor_type(x).shape
+    channels = tensor_type(x).shape[3]
     oc, kh, kw, group_channels = tensor_type(op.operands[1]).shape
     if channels % group_channels or oc % (channels // group_channels):
         return Failure(f"tfl.conv_2d: {channels} input channels do not split into groups "
                        f"of {group_channels} for {oc} filters")
-    operands = weights_and_bias(rw, op, 2, oc, element)
-    window = conv_window(op, (ih, iw), result.shape[1:3], (kh, kw))
-    for checked in (operands, window):
-        if isinstance(checked, Failure):
-            return checked
-    weights, bias = operands
-    pads, stride, dilation, used = window
+    prepared = _forward_operands(rw, op, oc, (kh, kw))
+    if isinstance(prepared, Failure):
+        return prepared
+    weights, bias, (pads, stride, dilation, used) = prepared
     x = trimmed_input(rw, x, used)
     groups = channels // group_channels
     group_oc = oc // groups
@@ -321,69 +251,19 @@ def depthwise_conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     [KH, KW, C, M] reshaped (output channel c*M + m in both)."""
     if (failure := require_float_activations(op, weights=(1,))) is not None:
         return failure
-    x = op.operands[0]
-    result = tensor_type(op.results[0])
-    element = result.element
-    _, ih, iw, channels = tensor_type(x).shape
+    channels = tensor_type(op.operands[0]).shape[3]
     one, kh, kw, oc = tensor_type(op.operands[1]).shape
     if one != 1 or oc % channels:
         return Failure(f"tfl.depthwise_conv_2d: filter {[one, kh, kw, oc]} does not fit "
                        f"{channels} input channels")
-    operands = weights_and_bias(rw, op, 2, oc, element)
-    window = conv_window(op, (ih, iw), result.shape[1:3], (kh, kw))
-    for checked in (operands, window):
-        if isinstance(checked, Failure):
-            return checked
-    weights, bias = operands
-    pads, stride, dilation, used = window
-    conv = _conv(rw, "tosa.depthwise_conv2d", trimmed_input(rw, x, used),
-                 reshaped(rw, weights, (kh, kw, channels, oc // channels)), bias, result,
-                 pad=pads, stride=stride, dilation=dilation)
+    prepared = _forward_operands(rw, op, oc, (kh, kw))
+    if isinstance(prepared, Failure):
+        return prepared
+    weights, bias, (pads, stride, dilation, used) = prepared
+    conv = _conv(rw, "tosa.depthwise_conv2d", trimmed_input(rw, op.operands[0], used),
+                 reshaped(rw, weights, (kh, kw, channels, oc // channels)), bias,
+                 tensor_type(op.results[0]), pad=pads, stride=stride, dilation=dilation)
     return with_fused_activation(rw, op, conv)
-
-
-def transposed_pad_before(padding: str, out_size: int, kernel: int, stride: int,
-                          dilation: int = 1) -> int | Failure:
-    """The padding TFLite's transposed convolutions remove from the front.
-
-    transpose_conv.cc / conv3d_transpose.cc compute it as the padding of the
-    forward convolution from the *output* size: `ComputePaddingWithOffset` with
-    that convolution's output size `ComputeOutSize(padding, out_size, ...)`.
-    """
-    effective = (kernel - 1) * dilation + 1
-    if padding == "SAME":
-        forward_out = (out_size + stride - 1) // stride
-    elif padding == "VALID":
-        forward_out = (out_size - effective + stride) // stride
-    else:
-        return Failure(f"padding {padding!r} is not supported")
-    return max((forward_out - 1) * stride + effective - out_size, 0) // 2
-
-
-def transposed_window(padding: str, in_sizes: Sequence[int], out_sizes: Sequence[int],
-                      kernel: Sequence[int], stride: Sequence[int]
-                      ) -> tuple[list[int], list[int]] | Failure:
-    """TOSA's out_pad [before0, after0, before1, after1] and the input sizes
-    that reach the output, per spatial dim of a 2-D transposed convolution.
-
-    reference_ops::TransposeConv writes input row y, tap ky to output
-    y * stride - pad + ky and drops what falls outside: out_pad_before = -pad,
-    and the pad after makes the requested size. Input rows whose every output
-    falls past the end contribute nothing: they are cut, so that out_pad_after
-    stays above -kernel (TOSA ERROR_IF).
-    """
-    out_pad: list[int] = []
-    used: list[int] = []
-    for size, out, k, s in zip(in_sizes, out_sizes, kernel, stride):
-        before = transposed_pad_before(padding, out, k, s)
-        if isinstance(before, Failure):
-            return before
-        size = min(size, (out - 1 + before) // s + 1)
-        used.append(size)
-        out_pad += [-before, out - ((size - 1) * s + k) + before]
-    if any(p <= -k for p, k in zip(out_pad, (kernel[0], kernel[0], kernel[1], kernel[1]))):
-        return Failure(f"output {list(out_sizes)} is not reachable")
-    return out_pad, used
 
 
 @pattern("tfl.transpose_conv")
@@ -409,7 +289,7 @@ def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     weights, bias = operands
-    stride = _spatial(op, "stride_{}", "hw")
+    stride = per_axis_attribute(op, "stride_{}", "hw")
     window = transposed_window(op.attrs.get("padding"), (ih, iw), result.shape[1:3], (kh, kw),
                                stride)
     if isinstance(window, Failure):
@@ -425,22 +305,16 @@ def conv_3d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CONV3D; the TFLite filter DHWIO is transposed to TOSA's ODHWI."""
     if (failure := require_float_activations(op, weights=(1,))) is not None:
         return failure
-    x = op.operands[0]
-    result = tensor_type(op.results[0])
-    element = result.element
-    _, id_, ih, iw, channels = tensor_type(x).shape
+    channels = tensor_type(op.operands[0]).shape[4]
     kd, kh, kw, ic, oc = tensor_type(op.operands[1]).shape
     if ic != channels:
         return Failure(f"tfl.conv_3d: filter has {ic} input channels, input has {channels}")
-    operands = weights_and_bias(rw, op, 2, oc, element)
-    window = conv_window(op, (id_, ih, iw), result.shape[1:4], (kd, kh, kw), "dhw")
-    for checked in (operands, window):
-        if isinstance(checked, Failure):
-            return checked
-    weights, bias = operands
-    pads, stride, dilation, used = window
-    conv = _conv(rw, "tosa.conv3d", trimmed_input(rw, x, used),
-                 transposed(rw, weights, (4, 0, 1, 2, 3)), bias, result,
+    prepared = _forward_operands(rw, op, oc, (kd, kh, kw), "dhw")
+    if isinstance(prepared, Failure):
+        return prepared
+    weights, bias, (pads, stride, dilation, used) = prepared
+    conv = _conv(rw, "tosa.conv3d", trimmed_input(rw, op.operands[0], used),
+                 transposed(rw, weights, (4, 0, 1, 2, 3)), bias, tensor_type(op.results[0]),
                  pad=pads, stride=stride, dilation=dilation)
     return with_fused_activation(rw, op, conv)
 
@@ -488,8 +362,8 @@ def conv_3d_transpose(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     weights, bias = operands
-    stride = _spatial(op, "stride_{}", "dhw")
-    dilation = _spatial(op, "dilation_{}_factor", "dhw")
+    stride = per_axis_attribute(op, "stride_{}", "dhw")
+    dilation = per_axis_attribute(op, "dilation_{}_factor", "dhw")
     pads: list[int] = []
     keep: list[tuple[int, int]] = []
     for size, out, k, s, d in zip(in_sizes, result.shape[1:4], kernel, stride, dilation):

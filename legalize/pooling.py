@@ -1,7 +1,7 @@
 """Patterns for TFL pooling: AVERAGE_POOL_2D, MAX_POOL_2D, L2_POOL_2D (float path).
 
 Window geometry is TFLite's (SAME pads `total // 2` before), made exact for
-TOSA by `legalize.conv.pool_window`. Both TFLite and TOSA leave padding out
+TOSA by `legalize.window.pool_window`. Both TFLite and TOSA leave padding out
 of the average's count and out of the maximum.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from legalize.activations import float_operand
 from legalize.common import scalar, tensor_type, with_fused_activation
-from legalize.conv import FLOAT_ACC_TYPE, pool_window
+from legalize.conv import FLOAT_ACC_TYPE
 from legalize.registry import pattern
+from legalize.window import pool_window
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType

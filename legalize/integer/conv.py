@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 from legalize.common import with_fused_activation
-from legalize.conv import conv_window, trimmed_input
 from legalize.integer.support import (
     ACC_TYPE,
     accumulator_bias,
@@ -44,6 +43,7 @@ from legalize.quantized import (
     rounding_mode,
 )
 from legalize.registry import pattern
+from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import ScalarType, TensorType, UniformQuantized, i32, i48, storage_type

@@ -19,7 +19,7 @@ point is not used: TFLite's weights are symmetric) into an int32 (int8) or
 int64 (int16x8) accumulator, adds the bias, scales each output channel by
 `s_in * s_w[c] / s_out` (double) and adds zp_out. TOSA TRANSPOSE_CONV2D with
 out_pad = -(TFLite's padding) gives the same accumulator (geometry from the
-float pattern, legalize.conv.transposed_window), then a per-channel RESCALE
+float pattern, legalize.window.transposed_window), then a per-channel RESCALE
 (i48 with the 15-bit multipliers for int16x8) and the fused activation's CLAMP.
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import constant_value, with_fused_activation
-from legalize.conv import matmul_operands, transposed_window, trimmed_input
+from legalize.conv import matmul_operands
 from legalize.integer.support import (
     ACC_TYPE,
     accumulator_bias,
@@ -43,6 +43,7 @@ from legalize.integer.support import (
 )
 from legalize.quantized import rescale_from_i32, rescale_per_channel, rounding_mode
 from legalize.registry import pattern
+from legalize.window import transposed_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (

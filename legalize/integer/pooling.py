@@ -21,15 +21,15 @@ of 0 and 1 with zero point 5 is 1 in TFLite, 0 after the zero point is taken
 out and added back), which is why the zero points stay 0.
 
 Window geometry (SAME/VALID, rows no window reads) is the float pattern's:
-`legalize.conv.pool_window`.
+`legalize.window.pool_window`.
 """
 
 from __future__ import annotations
 
 from legalize.common import with_fused_activation
-from legalize.conv import pool_window
 from legalize.integer.support import integer_pattern, require_one_storage, tensor_type
 from legalize.registry import pattern
+from legalize.window import pool_window
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.tosa import build
