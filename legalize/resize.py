@@ -110,7 +110,11 @@ def tflite_nearest(in_size: int, out_size: int, align_corners: bool, half_pixel:
 
 
 def _sizes(op: Op) -> tuple[tuple[int, int], tuple[int, int]] | Failure:
-    """((in_h, out_h), (in_w, out_w)) of a resize of [N,H,W,C] data."""
+    """((in_h, out_h), (in_w, out_w)) of a resize of [N,H,W,C] data that only
+    moves values (`require_move`)."""
+    failed = require_move(op)
+    if failed is not None:
+        return failed
     out = shape_of(op.result)
     if len(out) != 4 or len(shape_of(op.operands[0])) != 4:
         return Failure(f"{op.name}: input and output must be [N,H,W,C]")
@@ -142,9 +146,6 @@ def resize_nearest_neighbor(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """RESIZE NEAREST when its exact index table equals TFLite's float32 one
     (offset -n/2 for the flooring modes), else GATHER rows and columns with
     TFLite's table. Values are only moved, so quantized data passes unchanged."""
-    failed = require_move(op)
-    if failed is not None:
-        return failed
     sizes = _sizes(op)
     if isinstance(sizes, Failure):
         return sizes
@@ -228,8 +229,6 @@ def resize_bilinear(op: Op, rw: Rewriter) -> list[Value] | Failure:
     rounding of the coordinate (TFLite computes it in float32, TOSA exactly).
     """
     failed = require_float(op)
-    if failed is None:
-        failed = require_move(op)
     if failed is not None:
         return failed
     sizes = _sizes(op)
