@@ -11,9 +11,9 @@ then scales the result once more, adds the output zero point and clamps.
 Cases: the zoo's models and models written field by field for what the
 converter does not emit: tiny and above-one per-step scales, saturation at
 both ends, non-zero zero points at the extremes, several (non-adjacent,
-negative) axes, keep_dims, a single factor, long chains, int16, and products
-that are exact halves of both signs (where rounding half up and half away
-from zero differ). Chains that could overflow TFLite's int32 accumulator
+negative) axes, keep_dims, no axes, a single factor, long chains, int16, and
+products that are exact halves of both signs (where rounding half up and half
+away from zero differ). Chains that could overflow TFLite's int32 accumulator
 and chains above MAX_PRODUCT_STEPS are refused and take the fallback.
 
 uint8 SUM is judged against TFLite's optimized kernel, as every quantized SUM
@@ -130,6 +130,8 @@ PROD_CASES = [
     ProdCase("int8_duplicate_axes_keep_dims", "INT8", (3, 4, 2), (1, -2), True, (0.1, 2),
              (0.2, -1)),
     ProdCase("int8_single_factor", "INT8", (2, 1, 5), (1,), False, (0.04, 6), (0.01, -20)),
+    # No axes: every element is its own product, scaled once by s_in / s_out.
+    ProdCase("int8_no_axes", "INT8", (3, 4), (), False, (0.05, 3), (0.02, -5)),
     # 24 factors near one (real 0.9 .. 1.1), calibrated like the converter would:
     # inputs on [0, 1.1], the product on [0, 1.1^24].
     ProdCase("int8_long_chain", "INT8", (2, 24), (1,), False, (0.0043, -128), (0.0385, -128),
