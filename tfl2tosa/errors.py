@@ -47,6 +47,11 @@ class VerificationError(Tfl2TosaError):
         self.violations = violations or []
 
 
+class InputDomainError(Tfl2TosaError):
+    """TFLite itself cannot run the model on the inputs given or drawn (a zero
+    divisor, a negative RSQRT input): the inputs are outside the model's domain."""
+
+
 class ReferenceModelError(Tfl2TosaError):
     """The reference model cannot run a graph (invalid graph, missing input)."""
 

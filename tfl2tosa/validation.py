@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from tfl2tosa.errors import Tfl2TosaError
+from tfl2tosa.errors import InputDomainError, Tfl2TosaError, UsageError
 
 # (atol, rtol) by the TFL op family that dominates error; a model uses the
 # loosest bound among the op families it contains.
@@ -183,6 +183,48 @@ def _interpreter(model: bytes, *, reference: bool = True) -> tuple[Any, str]:
                         f"{str(last_error).splitlines()[0] if last_error else ''}")
 
 
+# A real-valued range for one input: its index in TFLite's input order or its
+# name (None: every input) -> (low, high).
+InputRanges = dict[int | str | None, tuple[float, float]]
+
+
+def parse_input_range(text: str) -> tuple[int | str | None, tuple[float, float]]:
+    """`LO:HI`, `INDEX=LO:HI` or `NAME=LO:HI` (the CLI's --input-range)."""
+    key: int | str | None = None
+    spec = text
+    if "=" in text:
+        name, spec = text.rsplit("=", 1)
+        key = int(name) if name.isdigit() else name
+    try:
+        low, high = (float(v) for v in spec.split(":"))
+    except ValueError:
+        raise UsageError(f"input range {text!r} is not [NAME=]LOW:HIGH") from None
+    if not low < high:
+        raise UsageError(f"input range {text!r}: LOW must be below HIGH")
+    return key, (low, high)
+
+
+def ranged_input(rng: np.random.Generator, detail: dict[str, Any],
+                 bounds: tuple[float, float]) -> np.ndarray:
+    """Real values uniform in [low, high), quantized with the input's own scale
+    and zero point when it is an integer tensor (rounded and saturated)."""
+    shape, dtype = list(detail["shape"]), np.dtype(detail["dtype"])
+    real = rng.uniform(*bounds, size=shape)
+    if not np.issubdtype(dtype, np.integer):
+        return real.astype(dtype)
+    scale, zero_point = detail.get("quantization", (0.0, 0))
+    stored = np.round(real / scale) + zero_point if scale else np.round(real)
+    info = np.iinfo(dtype)
+    return np.clip(stored, info.min, info.max).astype(dtype)
+
+
+def _range_for(ranges: InputRanges, index: int, name: str) -> tuple[float, float] | None:
+    for key in (index, name, None):
+        if key in ranges:
+            return ranges[key]
+    return None
+
+
 def random_input(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.ndarray:
     """Uniform over the type's range for integers; uniform in [-2, 2) for floats
     (covers both signs and the interesting region of most activations)."""
@@ -270,11 +312,15 @@ def as_tflite_output(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
              inputs: list[list[np.ndarray]] | None = None, module: Any = None,
              conversion: Any = None, fallback: bool = True,
-             lsb_tolerance: int | None = None) -> ValidationReport:
+             lsb_tolerance: int | None = None,
+             input_ranges: InputRanges | None = None) -> ValidationReport:
     """Compare the converted model with TFLite on `runs` seeded inputs (or `inputs`).
 
     Converts the model unless `module` (and its `conversion` report, which says
-    which ops took which path) is given.
+    which ops took which path) is given. `input_ranges` draws the inputs it names
+    (by index or name; key None: all) from a real-valued range instead of the
+    type's whole range, for models whose ops have a domain (a divisor, RSQRT).
+    Raises InputDomainError when TFLite itself cannot run the model on an input.
     """
     import reference_model
     from tfl2tosa.pipeline import convert
@@ -299,8 +345,16 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     in_details = interp.get_input_details()
     out_details = interp.get_output_details()
     rng = np.random.default_rng(seed)
+    ranges = input_ranges or {}
+    known = {i for i in range(len(in_details))} | {d["name"] for d in in_details} | {None}
+    if set(ranges) - known:
+        raise UsageError(f"no model input {sorted(map(str, set(ranges) - known))} "
+                         f"(inputs: {', '.join(d['name'] for d in in_details)})")
     if inputs is None:
-        inputs = [[random_input(rng, list(d["shape"]), d["dtype"]) for d in in_details]
+        inputs = [[random_input(rng, list(d["shape"]), d["dtype"])
+                   if (bounds := _range_for(ranges, i, d["name"])) is None
+                   else ranged_input(rng, d, bounds)
+                   for i, d in enumerate(in_details)]
                   for _ in range(runs)]
     # TFLite cannot reset resource variables (reset_all_variables only resets the
     # variable tensors of recurrent ops): a stateful model gets a fresh interpreter
@@ -315,7 +369,15 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
         interp.reset_all_variables()
         for detail, array in zip(in_details, run_inputs):
             interp.set_tensor(detail["index"], array)
-        interp.invoke()
+        try:
+            interp.invoke()
+        except RuntimeError as exc:
+            # TFLite's message: "<file:line> <check>Node number N (OP) failed to invoke."
+            reason = " ".join(str(exc).split())
+            raise InputDomainError(
+                f"TFLite cannot run the model on input set {report.runs + 1}: {reason} "
+                "(give inputs in the model's domain: --input-range [NAME=]LOW:HIGH or "
+                "--inputs)") from None
         expected = [interp.get_tensor(d["index"]) for d in out_details]
         feeds = [as_graph_input(a, v) for a, v in zip(run_inputs, module.main.inputs)]
         ours = reference_model.run(module, feeds, keep_intermediates=True)

@@ -21,6 +21,11 @@ def validate_command(
     inputs: list[str] = typer.Option([], "--inputs",
                                      help="Use these .npy files (one per model input, "
                                           "in order) instead of random inputs."),
+    input_range: list[str] = typer.Option(
+        [], "--input-range",
+        help="Draw an input from a real-valued range, quantized with its own scale: "
+             "[NAME|INDEX=]LOW:HIGH (no name: every input). For ops with a domain "
+             "(divisors, RSQRT), where TFLite refuses some random inputs."),
     no_fallback: bool = typer.Option(False, "--no-fallback"),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
@@ -31,10 +36,12 @@ def validate_command(
     """
     import numpy as np
 
-    from tfl2tosa.validation import validate
+    from tfl2tosa.validation import parse_input_range, validate
 
     given = [[np.load(p) for p in inputs]] if inputs else None
-    report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback)
+    ranges = dict(parse_input_range(text) for text in input_range)
+    report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback,
+                      input_ranges=ranges)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     elif as_markdown:
