@@ -158,6 +158,15 @@ def _tflite_type(path, index: int) -> str:
     return names[tensor_type]
 
 
+def check_stored(path, op_name: str, type_name: str, feeds: list[list[np.ndarray]]) -> None:
+    """`check_uint8` for a uint8 model (TFLite takes uint8 arrays, our graph their
+    bytes), `check_integer` for int8 / int16 ones; the op's label from LABELS."""
+    if type_name == "UINT8":
+        check_uint8(path, op_name, LABELS[op_name], feeds=feeds)
+    else:
+        check_integer(path, op_name, inputs=feeds)
+
+
 # ---------------------------------------------------------------------------
 # The model zoo
 
@@ -218,10 +227,7 @@ def test_comparison(tmp_path, op, type_name, qa, qb, shape_a, shape_b) -> None:
     path = one_op(tmp_path, op, [T(shape_a, type_name, *qa), T(shape_b, type_name, *qb)],
                   [T(out_shape, "BOOL")])
     feeds = _comparison_feeds(_rng(len(op)), shape_a, shape_b, type_name)
-    if type_name == "UINT8":
-        check_uint8(path, f"tfl.{op.lower()}", "comparison_int", feeds=feeds)
-    else:
-        check_integer(path, f"tfl.{op.lower()}", inputs=feeds)
+    check_stored(path, f"tfl.{op.lower()}", type_name, feeds)
 
 
 def test_comparison_constant_operand(tmp_path) -> None:
@@ -376,10 +382,7 @@ def test_maximum_minimum(tmp_path, op, type_name, zp, shape_a, shape_b) -> None:
     path = one_op(tmp_path, op, [T(shape_a, type_name, 0.03, zp), T(shape_b, type_name, 0.03, zp)],
                   [T(out_shape, type_name, 0.03, zp)])
     feeds = _comparison_feeds(_rng(zp % 7), shape_a, shape_b, type_name)
-    if type_name == "UINT8":
-        check_uint8(path, f"tfl.{op.lower()}", "maximum_minimum_int", feeds=feeds)
-    else:
-        check_integer(path, f"tfl.{op.lower()}", inputs=feeds)
+    check_stored(path, f"tfl.{op.lower()}", type_name, feeds)
 
 
 def test_maximum_constant_operand(tmp_path) -> None:

@@ -30,6 +30,17 @@ def check_integer(path, **kwargs) -> None:
     check_patterns(path, LABELS, **kwargs)
 
 
+def check_double_rounding(path, op_name: str, monkeypatch) -> None:
+    """Exact with double rounding (ROUNDING_POLICY's default for `op_name`), and
+    1 LSB off somewhere when the output scaling rounds once instead."""
+    check_integer(path, runs=2)
+    assert ROUNDING_POLICY.get(op_name, DOUBLE_ROUND) == DOUBLE_ROUND
+    monkeypatch.setitem(ROUNDING_POLICY, op_name, SINGLE_ROUND)
+    report = validate(path, runs=2)
+    assert not report.passed
+    assert max(o.max_lsb for o in report.outputs) == 1
+
+
 ZOO = [f"unit/{kind}/{name}.tflite" for kind in ("int8", "int16x8") for name in (
     "batch_matmul", "batch_matmul_adj_y", "transpose_conv_same", "transpose_conv_valid")]
 
@@ -171,12 +182,7 @@ def test_batch_matmul_rounding(tmp_path, monkeypatch) -> None:
     """TFLite's int8 BATCH_MATMUL scales with double rounding (the default of
     ROUNDING_POLICY): exact with it, 1 LSB off somewhere with single rounding."""
     path = batch_matmul_model(tmp_path, (4, 32, 64), (4, 64, 32), zp_x=-3, zp_y=5)
-    check_integer(path, runs=2)
-    assert ROUNDING_POLICY.get("tfl.batch_matmul", DOUBLE_ROUND) == DOUBLE_ROUND
-    monkeypatch.setitem(ROUNDING_POLICY, "tfl.batch_matmul", SINGLE_ROUND)
-    report = validate(path, runs=2)
-    assert not report.passed
-    assert max(o.max_lsb for o in report.outputs) == 1
+    check_double_rounding(path, "tfl.batch_matmul", monkeypatch)
 
 
 # ---------------------------------------------------------------------------
@@ -284,9 +290,4 @@ def test_transpose_conv_rounding(tmp_path, monkeypatch) -> None:
     ROUNDING_POLICY): exact with it, 1 LSB off somewhere with single rounding."""
     path = transpose_conv_model(tmp_path, input_shape=(2, 12, 12, 16), filters=16,
                                 kernel=(3, 3), stride=(2, 2), padding="SAME", zp_in=-4)
-    check_integer(path, runs=2)
-    assert ROUNDING_POLICY.get("tfl.transpose_conv", DOUBLE_ROUND) == DOUBLE_ROUND
-    monkeypatch.setitem(ROUNDING_POLICY, "tfl.transpose_conv", SINGLE_ROUND)
-    report = validate(path, runs=2)
-    assert not report.passed
-    assert max(o.max_lsb for o in report.outputs) == 1
+    check_double_rounding(path, "tfl.transpose_conv", monkeypatch)
