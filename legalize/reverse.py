@@ -5,6 +5,7 @@ moves, see `legalize.shape`.
 
 from __future__ import annotations
 
+from legalize.common import tensor_type
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -37,7 +38,10 @@ def reverse_v2(op: Op, rw: Rewriter) -> list[Value] | Failure:
     rank = len(shape_of(x))
     for axis in sorted({normalize_axis(a, rank) for a in axes}):
         x = reverse_axis(rw, x, axis)
-    return [finish(rw, x, op.result)]
+    reversed_values = finish(rw, x, op.result)
+    # The copied stored values mean what the result's quantization says they do.
+    reversed_values.type = tensor_type(op.result)
+    return [reversed_values]
 
 
 @pattern("tfl.reverse_sequence", kind="any", types=MOVE_TYPES)

@@ -134,12 +134,11 @@ def test_zoo_int8_lstm_is_exact(relative: str, seed: int) -> None:
     assert lstm_paths == {"integer"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "REVERSE_V2 (legalize/shape.py, a raw move) keeps its input's quantization on its "
-    "result, so the CONCATENATION after the backward LSTM sees two quantizations and "
-    "takes the float fallback (23 LSB); giving the reversed values the result's type "
-    "makes the model exact"))
 def test_zoo_int8_bidirectional_lstm_is_exact() -> None:
+    """The converter's int8 bidirectional LSTM: two UNIDIRECTIONAL_SEQUENCE_LSTMs, the
+    backward one between REVERSE_V2s whose output is quantized like the forward
+    LSTM's (TFLite copies the stored values), then CONCATENATION. REF lacks
+    REVERSE_V2 v3, so validate runs the builtin kernels (the same LSTM kernel)."""
     check_model(model_path("unit/int8/bidirectional_lstm.tflite"),
                 allowed_paths=("integer",), runs=1)
 
