@@ -147,3 +147,24 @@ def test_top_level_python_api() -> None:
     assert report.ops_out == {"tosa.add": 1}
     assert tfl2tosa.emit(module, "tosa")[4:8] == b"TOSA"
     assert tfl2tosa.validate(FLOAT_ADD, runs=1).passed
+
+
+def test_internal_error_is_one_line_with_exit_70(monkeypatch, capsys, tmp_path: Path) -> None:
+    # A bug of ours (here: an exception the library does not expect) must still
+    # reach the user as one line, never a traceback.
+    import tfl2tosa.cli.convert as convert_command
+    from tfl2tosa.cli import main
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(convert_command, "convert", broken)
+    monkeypatch.setattr(sys, "argv", ["tfl2tosa", "convert", str(FLOAT_ADD), "-o",
+                                      str(tmp_path / "x.tosa")])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 70
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: internal error (ZeroDivisionError: division by zero); "
+                   "rerun with --verbose for the traceback and please report it"]
+    assert not (tmp_path / "x.tosa").exists()

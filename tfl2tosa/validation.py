@@ -225,6 +225,13 @@ def _range_for(ranges: InputRanges, index: int, name: str) -> tuple[float, float
     return None
 
 
+def _draw_input(rng: np.random.Generator, detail: dict[str, Any],
+                real_range: tuple[float, float] | None) -> np.ndarray:
+    if real_range is None:
+        return random_input(rng, list(detail["shape"]), detail["dtype"])
+    return ranged_input(rng, detail, real_range)
+
+
 def random_input(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.ndarray:
     """Uniform over the type's range for integers; uniform in [-2, 2) for floats
     (covers both signs and the interesting region of most activations)."""
@@ -351,9 +358,7 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
         raise UsageError(f"no model input {sorted(map(str, set(ranges) - known))} "
                          f"(inputs: {', '.join(d['name'] for d in in_details)})")
     if inputs is None:
-        inputs = [[random_input(rng, list(d["shape"]), d["dtype"])
-                   if (bounds := _range_for(ranges, i, d["name"])) is None
-                   else ranged_input(rng, d, bounds)
+        inputs = [[_draw_input(rng, d, _range_for(ranges, i, d["name"]))
                    for i, d in enumerate(in_details)]
                   for _ in range(runs)]
     # TFLite cannot reset resource variables (reset_all_variables only resets the

@@ -1,7 +1,8 @@
 """The `tfl2tosa` command line. Each command lives in its own module here.
 
 Library errors (Tfl2TosaError) become one line on stderr and the error's exit
-code; a traceback is printed only with `--verbose`.
+code; any other exception is a bug of ours, also reported in one line (exit
+70); a traceback is printed only with `--verbose`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 
 _verbose = False
+INTERNAL_ERROR = 70  # sysexits.h EX_SOFTWARE
 
 
 @app.callback()
@@ -60,3 +62,10 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug of ours: still one line, the traceback on request
+        if _verbose:
+            raise
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        typer.echo(f"error: internal error ({type(exc).__name__}: {first_line}); "
+                   "rerun with --verbose for the traceback and please report it", err=True)
+        sys.exit(INTERNAL_ERROR)
