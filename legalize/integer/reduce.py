@@ -192,10 +192,6 @@ def sum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [_with_zero_point(rw, integral, out_type, tensor_type(op.results[0]).shape)]
 
 
-# TFLite's uint8 stored values are the int8 twins' plus 128 (legalize.integer.data).
-_UINT8_OFFSET = 128
-
-
 @pattern("tfl.sum", kind="integer", label="sum_uint8", types=("u8",))
 @integer_pattern
 def sum_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
@@ -214,9 +210,10 @@ def sum_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     out_type, axes, scale, bias = parameters
     # Imported here: importing legalize.integer.data at the top would register its
     # patterns out of the registry's module order (see pooling.py).
-    from legalize.integer.data import from_int8, int8_twin, to_int8
+    from legalize.integer.data import UINT8_OFFSET, from_int8, int8_twin, to_int8
 
-    stored = rescale_to_i32(rw, to_int8(rw, op.operands[0]), input_zp=-_UINT8_OFFSET)
+    # The twin holds stored - 128: widened with zero point -128 it is the stored value.
+    stored = rescale_to_i32(rw, to_int8(rw, op.operands[0]), input_zp=-UINT8_OFFSET)
     integral = _rounded_sum(rw, stored, axes, scale, bias)
     result = tensor_type(op.results[0])
     twin = _with_zero_point(rw, integral, int8_twin(out_type), result.shape)
