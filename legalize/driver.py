@@ -104,7 +104,7 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
     reasons: list[str] = []
     for entry in patterns_for(op.name, disabled):
         mark = len(new_ops)
-        values = entry.fn(op, Rewriter(graph, new_ops, op))
+        values = entry.fn(op, Rewriter(graph, new_ops, op, disabled))
         if values is None or isinstance(values, Failure):
             discard_since(new_ops, mark)
             reasons.append(values.reason if isinstance(values, Failure)
@@ -119,7 +119,7 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
                        else f"unknown TFLite operator {op.attrs.get('op_name', '')}".strip())
     if quantized and fallback:
         mark = len(new_ops)
-        lowered = lower_through_float(op, Rewriter(graph, new_ops, op), disabled)
+        lowered = lower_through_float(op, Rewriter(graph, new_ops, op, disabled), disabled)
         if isinstance(lowered, Failure):
             discard_since(new_ops, mark)
             if lowered.reason not in reasons:

@@ -499,7 +499,7 @@ def uint8_as_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
                if tensor_type(v) is not None):
         return Failure(f"{op.name}: no uint8 tensors")
     reasons = []
-    for entry in patterns_for(op.name, kinds=("integer", "any")):
+    for entry in patterns_for(op.name, rw.disabled, kinds=("integer", "any")):
         if entry.label == _UINT8_TWIN_LABEL:
             continue
         mark = len(rw.ops)

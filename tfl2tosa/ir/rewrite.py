@@ -31,12 +31,15 @@ Pattern = Callable[[Op, "Rewriter"], PatternResult]
 
 
 class Rewriter(Builder):
-    """A Builder positioned at the op being rewritten."""
+    """A Builder positioned at the op being rewritten. `disabled` holds the
+    pattern labels switched off, for patterns that delegate to other patterns."""
 
-    def __init__(self, graph: Graph, ops: list[Op], op: Op) -> None:
+    def __init__(self, graph: Graph, ops: list[Op], op: Op,
+                 disabled: frozenset[str] = frozenset()) -> None:
         base = op.results[0].name if op.results else op.opname
         super().__init__(graph, ops, name_base=base, loc=op.loc)
         self.matched = op
+        self.disabled = disabled
 
 
 @dataclass
