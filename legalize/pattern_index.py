@@ -265,6 +265,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.lstm': (
+        ('legalize.integer.lstm', 'lstm_int8'),
         ('legalize.rnn', 'lstm'),
     ),
     'tfl.matrix_diag': (

@@ -11,7 +11,9 @@ reproduces.
 
 Zoo models come from the TFLite converter (TANH, cell clip 10, cell scale
 2^-15 or 2^-11). The builder reaches what it never emits: batch > 1, time
-major, CIFG, gate scales above one (MultiplyByQuantizedMultiplier's left
+major, CIFG, peephole weights, a projection (with and without bias, clipped;
+TF 2.20 stores the hidden state with zero point -hidden_zp on that path), the
+one-step LSTM op, gate scales above one (MultiplyByQuantizedMultiplier's left
 shift), no cell clip, every cell scale
 TFLite accepts (2^-15 .. 2^-9, i.e. tanh of Q0 .. Q6), zero points on every
 int8 tensor, a hidden-state quantization other than the output's (TFLite
@@ -45,6 +47,9 @@ class Int8Lstm:
     steps: int = 4
     n_input: int = 3
     n_cell: int = 5
+    n_output: int | None = None                  # a projection when given
+    projection_bias: bool = True
+    proj_clip: float = 0.0
     cifg: bool = False
     peephole: bool = False
     time_major: bool = False
@@ -64,14 +69,21 @@ def _sequence(c: Int8Lstm, width: int) -> list[int]:
     return [c.steps, c.batch, width] if c.time_major else [c.batch, c.steps, width]
 
 
+def _output_width(c: Int8Lstm) -> int:
+    return c.n_cell if c.n_output is None else c.n_output
+
+
 def int8_lstm(b, path: Path, c: Int8Lstm, seed: int = 0,
-              weights: dict[str, np.ndarray] | None = None) -> Path:
-    """Write the model; `weights` may give "input"/"recurrent" [4, n_cell, k] int8 and
-    "bias" [4, n_cell] int32 arrays instead of random ones."""
+              weights: dict[str, np.ndarray] | None = None, one_step: bool = False) -> Path:
+    """Write the model (UNIDIRECTIONAL_SEQUENCE_LSTM, or LSTM on [batch, input] with
+    `one_step`); `weights` may give "input"/"recurrent" [4, n_cell, k] int8 and "bias"
+    [4, n_cell] int32 arrays instead of random ones."""
     rng = np.random.default_rng(seed)
     given = weights or {}
+    n_output = _output_width(c)
     in_scale, in_zp = c.input_q
-    x = b.tensor(_sequence(c, c.n_input), "INT8", "x", scale=[in_scale], zero_point=[in_zp])
+    x_shape = [c.batch, c.n_input] if one_step else _sequence(c, c.n_input)
+    x = b.tensor(x_shape, "INT8", "x", scale=[in_scale], zero_point=[in_zp])
 
     def matrix(kind: str, gate: int, cols: int) -> int:
         if c.cifg and gate == 0:
@@ -95,25 +107,41 @@ def int8_lstm(b, path: Path, c: Int8Lstm, seed: int = 0,
         return b.tensor([c.n_cell], "INT16", f"peephole{gate}",
                         data=rng.integers(-100, 100, c.n_cell).astype(np.int16), scale=[0.01])
 
+    def projection() -> list[int]:
+        if c.n_output is None:
+            return [-1, -1]
+        weights = b.tensor([n_output, c.n_cell], "INT8", "projection", scale=[0.02],
+                           data=rng.integers(-127, 128, (n_output, c.n_cell)).astype(np.int8))
+        if not c.projection_bias:
+            return [weights, -1]
+        return [weights, b.tensor([n_output], "INT32", "projection_bias", scale=[0.0001],
+                                  data=rng.integers(-3000, 3001, n_output).astype(np.int32))]
+
     inputs = [matrix("input", g, c.n_input) for g in range(4)]
-    recurrent = [matrix("recurrent", g, c.n_cell) for g in range(4)]
+    recurrent = [matrix("recurrent", g, n_output) for g in range(4)]
     state_scale, state_zp = c.state_q
-    h = b.tensor([c.batch, c.n_cell], "INT8", "h", scale=[state_scale],
+    h = b.tensor([c.batch, n_output], "INT8", "h", scale=[state_scale],
                  zero_point=[state_zp], is_variable=True)
     cell = b.tensor([c.batch, c.n_cell], "INT16", "c", scale=[2.0 ** c.cell_exponent],
                     is_variable=True)
     out_scale, out_zp = c.output_q or c.hidden_q
-    y = b.tensor(_sequence(c, c.n_cell), "INT8", "y", scale=[out_scale], zero_point=[out_zp])
+    y_shape = [c.batch, n_output] if one_step else _sequence(c, n_output)
+    y = b.tensor(y_shape, "INT8", "y", scale=[out_scale], zero_point=[out_zp])
     hidden_scale, hidden_zp = c.hidden_q
     intermediates = [b.tensor([0], "FLOAT32", f"gate{g}") for g in range(4)]
     intermediates.append(b.tensor([0], "INT8", "hidden", scale=[hidden_scale],
                                   zero_point=[hidden_zp]))
     operands = [x, *inputs, *recurrent, *[peephole(g) for g in range(3)],
-                *[bias(g) for g in range(4)], -1, -1, h, cell, -1, -1, -1, -1]
-    b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", operands, [y], intermediates=intermediates,
-         options=b.options("UnidirectionalSequenceLSTMOptions",
-                           fusedActivationFunction=c.activation, cellClip=c.cell_clip,
-                           projClip=0.0, timeMajor=c.time_major))
+                *[bias(g) for g in range(4)], *projection(), h, cell, -1, -1, -1, -1]
+    if one_step:
+        b.op("LSTM", operands, [y], intermediates=intermediates,
+             options=b.options("LSTMOptions", fusedActivationFunction=c.activation,
+                               cellClip=c.cell_clip, projClip=c.proj_clip, kernelType=0))
+    else:
+        b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", operands, [y], intermediates=intermediates,
+             options=b.options("UnidirectionalSequenceLSTMOptions",
+                               fusedActivationFunction=c.activation, cellClip=c.cell_clip,
+                               projClip=c.proj_clip, timeMajor=c.time_major))
     b.io([x], [y])
     path.write_bytes(b.to_bytes())
     return path
@@ -161,6 +189,14 @@ CASES = {
                                                           output_q=(0.01, -3)),
     "int8_lstm_saturated_gates": Int8Lstm(weight_scale=0.05, bias_max=200000),
     "int8_lstm_gate_scale_above_one": Int8Lstm(weight_scale=0.5, input_q=(0.5, -1)),
+    "int8_lstm_peephole": Int8Lstm(peephole=True, batch=2),
+    "int8_lstm_cifg_peephole": Int8Lstm(cifg=True, peephole=True),
+    "int8_lstm_projection": Int8Lstm(n_output=3, hidden_q=(0.006, 9)),
+    "int8_lstm_projection_clip_no_bias": Int8Lstm(n_output=7, projection_bias=False,
+                                                   proj_clip=0.3, state_q=(0.01, 20),
+                                                   output_q=(0.01, 20), hidden_q=(0.007, -30)),
+    "int8_lstm_cifg_projection_time_major": Int8Lstm(cifg=True, n_output=4, batch=2,
+                                                      time_major=True),
 }
 
 
@@ -168,6 +204,19 @@ CASES = {
 def test_int8_lstm_matches_tflite(name: str, builder, tmp_path: Path) -> None:
     path = int8_lstm(builder, tmp_path / f"{name}.tflite", CASES[name])
     check_model(path, allowed_paths=("integer",), runs=1)
+
+
+@pytest.mark.parametrize("name, config", [
+    ("int8_one_step_lstm_projection", Int8Lstm(batch=2, n_output=3, hidden_q=(0.006, -11))),
+    ("int8_one_step_lstm_cifg_peephole", Int8Lstm(batch=3, cifg=True, peephole=True)),
+])
+def test_int8_one_step_lstm_matches_tflite(name: str, config: Int8Lstm, builder,
+                                           tmp_path: Path) -> None:
+    """TFL LSTM (lstm.cc, full kernel): the same EvalInteger8x8_16 on one step."""
+    path = int8_lstm(builder, tmp_path / f"{name}.tflite", config, one_step=True)
+    conversion, _ = check_model(path, allowed_paths=("integer",), runs=1)
+    assert {o["path"] for o in conversion.outcomes if o["op_name"] == "tfl.lstm"} == \
+        {"integer"}
 
 
 def test_activation_lookups_over_the_int16_range(builder, tmp_path: Path) -> None:
@@ -207,7 +256,7 @@ def test_exact_halves_round_as_tflite(builder, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name, config, reason", [
-    ("peephole", Int8Lstm(peephole=True), "peephole"),
+    ("peephole_with_projection", Int8Lstm(peephole=True, n_output=3), "peephole"),
     ("relu_cell_activation", Int8Lstm(activation=RELU), "RELU activation"),
     ("gate_scale_beyond_rescale_range",
      Int8Lstm(weight_scale=1.0, input_q=(100.0, 0)), "RESCALE's input range"),

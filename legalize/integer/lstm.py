@@ -28,8 +28,15 @@ activations as one GATHER from a constant holding the gemmlowp functions on all
 reproduce them). RDBP is ARITHMETIC_RIGHT_SHIFT with round after subtracting
 one from negative values (round half up of x - 1 is half away from zero of x).
 
-Refused (Failure, so the float fallback takes them): layer norm, peephole,
-projection, int16 activations (16x8), hybrid and dynamic shapes.
+Peephole weights (int16, VectorBatchVectorCwiseProductAccumulate: the gate
+plus MBQM(w_c * c), saturated; the output gate sees the new cell state) and
+the projection (int8 MATMUL of the hidden state with the bias plus hidden_zp
+times the weights' row sums, MBQM, the output state's zero point, then
+CwiseClipping of the stored values) are reproduced too; TFL LSTM (one step)
+shares the lowering. Refused (Failure, so the float fallback takes them):
+layer norm, the 8x8->8 kernel, int16 activations (16x8), hybrid and dynamic
+shapes. TFLite has no integer BIDIRECTIONAL_SEQUENCE_LSTM kernel (int8 weights
+there mean the hybrid kernel; the converter emits two unidirectional LSTMs).
 """
 
 from __future__ import annotations
@@ -219,9 +226,9 @@ GATE_INTEGER_BITS = 3
 # Operand indices (kernels/lstm_shared.h).
 INPUT_WEIGHTS = (1, 2, 3, 4)          # input, forget, cell, output gate
 RECURRENT_WEIGHTS = (5, 6, 7, 8)
-PEEPHOLE = (9, 10, 11)
+PEEPHOLE = (9, 10, 11)                # input, forget, output gate
 BIASES = (12, 13, 14, 15)
-PROJECTION = (16, 17)
+PROJECTION_WEIGHTS, PROJECTION_BIAS = 16, 17
 OUTPUT_STATE, CELL_STATE = 18, 19
 LAYER_NORM = (20, 21, 22, 23)
 # Rows of the activation lookup constant: each holds 65536 int16 results.
@@ -236,9 +243,22 @@ def gate_scale(weight_scale: float, activation_scale: float) -> float:
     return float(np.float32(product / np.float32(GATE_SCALE)))
 
 
+def peephole_scale(cell_exponent: int, weight_scale: float) -> float:
+    """`std::pow(2, cell_scale) * weight_scale / intermediate_scale`: double
+    arithmetic on the float scales, stored as float."""
+    return float(np.float32(2.0 ** cell_exponent * float(np.float32(weight_scale))
+                            / float(np.float32(GATE_SCALE))))
+
+
 def hidden_scale(hidden: float) -> float:
     """`std::pow(2, -15) / hidden_scale * std::pow(2, -15)` in double, stored as float."""
     return float(np.float32(2.0 ** -15 / float(np.float32(hidden)) * 2.0 ** -15))
+
+
+def projection_scale(weight_scale: float, hidden: float, output_state: float) -> float:
+    """`projection_weight_scale * intermediate_scale[4] / output_state_scale` in float32."""
+    product = np.float32(weight_scale) * np.float32(hidden)
+    return float(np.float32(product / np.float32(output_state)))
 
 
 def cell_scale_exponent(scale: float) -> int | None:
@@ -247,12 +267,12 @@ def cell_scale_exponent(scale: float) -> int | None:
     return exponent - 1 if mantissa == 0.5 else None
 
 
-def quantized_cell_clip(cell_clip: float, cell_scale: float) -> int:
-    """`(int16_t)min(max(cell_clip / scale, -32768.f), 32767.f)` in float32; 0 is no clip."""
-    if not cell_clip > 0:
+def quantized_clip(clip: float, scale: float, bits: int) -> int:
+    """`(intN_t)min(max(clip / scale, min), max)` in float32 (truncating); 0 is no clip."""
+    if not clip > 0:
         return 0
-    ratio = np.float32(cell_clip) / np.float32(cell_scale)
-    return int(min(max(float(ratio), -32768.0), 32767.0))
+    ratio = float(np.float32(clip) / np.float32(scale))
+    return int(min(max(ratio, -(2.0 ** (bits - 1))), 2.0 ** (bits - 1) - 1))
 
 
 def activation_tables(cell_integer_bits: int) -> np.ndarray:
@@ -261,6 +281,16 @@ def activation_tables(cell_integer_bits: int) -> np.ndarray:
     rows = (int16_lookup(logistic, GATE_INTEGER_BITS), int16_lookup(tanh, GATE_INTEGER_BITS),
             int16_lookup(tanh, cell_integer_bits))
     return np.concatenate(rows).reshape(1, -1, 1)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The int8 projection of the hidden state (CalculateLstmOutputInteger8x8_16)."""
+
+    weights: np.ndarray               # [width, output_width] int8 (transposed)
+    bias: np.ndarray                  # [output_width]: projection bias + hidden_zp * row sums
+    scale: float
+    clip: int                         # quantized on the output scale; 0 means no clip
 
 
 @dataclass(frozen=True)
@@ -280,25 +310,29 @@ class IntegerLstm:
     bias: np.ndarray                  # [gates * width] int32
     input_scales: tuple[float, ...]   # one effective scale per gate
     recurrent_scales: tuple[float, ...]
+    # Peephole: gate -> (int16 weights [width], effective scale), for input, forget, output.
+    peephole: dict[str, tuple[np.ndarray, float]] | None = None
+    projection: Projection | None = None
 
 
 def _present(op: Op, index: int) -> bool:
     return index < len(op.operands) and not is_none(op.operands[index])
 
 
-def _int8_constant(op: Op, index: int) -> tuple[np.ndarray, UniformQuantized] | Failure:
+def _quantized_constant(op: Op, index: int, storage: str
+                        ) -> tuple[np.ndarray, UniformQuantized] | Failure:
     value = op.operands[index]
-    element = per_tensor(value, "i8")
+    element = per_tensor(value, storage)
     array = constant_value(value)
     if element is None or array is None or element.zero_point != 0:
-        return Failure(f"{op.name}: operand {index} is not a constant symmetric int8 "
+        return Failure(f"{op.name}: operand {index} is not a constant symmetric {storage} "
                        "per-tensor quantized tensor")
-    return np.asarray(array, dtype=np.int8), element
+    return np.asarray(array, dtype=np.int64), element
 
 
-def _int32_constant(op: Op, index: int, size: int) -> np.ndarray | Failure:
+def _int32_vector(op: Op, index: int, size: int) -> np.ndarray | Failure:
     value = op.operands[index]
-    array = constant_value(value) if _present(op, index) else None
+    array = constant_value(value)
     t = tensor_type(value)
     if array is None or t is None or storage_type(t.element).name != "i32" or \
             np.size(array) != size:
@@ -314,8 +348,6 @@ def _refusal(op: Op) -> Failure | None:
     activation = op.attrs.get("fused_activation_function", "TANH")
     unsupported = (
         (any(_present(op, i) for i in LAYER_NORM), "layer norm"),
-        (any(_present(op, i) for i in PEEPHOLE), "peephole connections"),
-        (any(_present(op, i) for i in PROJECTION), "a projection"),
         (bool(op.attrs.get("diagonal_recurrent_tensors")), "diagonal recurrent weights"),
         # CalculateLstmGateInteger8x8_16 takes TANH or SIGMOID (which the flatbuffer
         # schema cannot express) and asserts on anything else.
@@ -325,12 +357,63 @@ def _refusal(op: Op) -> Failure | None:
     )
     for refused, what in unsupported:
         if refused:
-            return Failure(f"{op.name}: {what} (the integer lowering covers the plain and "
-                           "CIFG 8x8->16 kernel)")
+            return Failure(f"{op.name}: {what} (the integer lowering covers the 8x8->16 "
+                           "kernel without layer norm)")
     return None
 
 
-def integer_lstm(op: Op) -> IntegerLstm | Failure:
+def _gate_weights(op: Op, indices: tuple[int, ...], activation_scale: float
+                  ) -> tuple[np.ndarray, tuple[float, ...]] | Failure:
+    """Gate weight matrices stacked and transposed ([cols, gates * width]), and each
+    gate's effective scale."""
+    arrays, scales = [], []
+    for index in indices:
+        constant = _quantized_constant(op, index, "i8")
+        if isinstance(constant, Failure):
+            return constant
+        arrays.append(constant[0])
+        scales.append(gate_scale(constant[1].scale, activation_scale))
+    return np.concatenate(arrays).T, tuple(scales)
+
+
+def _peephole(op: Op, gates: tuple[str, ...], cell_exponent: int, width: int
+              ) -> dict[str, tuple[np.ndarray, float]] | None | Failure:
+    """Peephole weights (int16, VectorBatchVectorCwiseProductAccumulate) per gate."""
+    named = [(g, i) for g, i in zip(("input", "forget", "output"), PEEPHOLE) if g in gates]
+    if not any(_present(op, i) for _, i in named):
+        return None
+    peephole = {}
+    for gate, index in named:
+        constant = _quantized_constant(op, index, "i16") if _present(op, index) else None
+        if constant is None or isinstance(constant, Failure) or constant[0].size != width:
+            return Failure(f"{op.name}: peephole weights {index} are not a constant int16 "
+                           f"vector of {width}")
+        peephole[gate] = (constant[0].reshape(width),
+                          peephole_scale(cell_exponent, constant[1].scale))
+    return peephole
+
+
+def _projection(op: Op, hidden: UniformQuantized, output_state: UniformQuantized,
+                width: int, output_width: int) -> Projection | None | Failure:
+    if not _present(op, PROJECTION_WEIGHTS):
+        return None
+    constant = _quantized_constant(op, PROJECTION_WEIGHTS, "i8")
+    if isinstance(constant, Failure):
+        return constant
+    weights, element = constant
+    bias = _int32_vector(op, PROJECTION_BIAS, output_width) \
+        if _present(op, PROJECTION_BIAS) else np.zeros(output_width, dtype=np.int64)
+    if isinstance(bias, Failure):
+        return bias
+    # PopulatePrecomputedZPTimesWeightsWithBias: bias + hidden_zp * row sums.
+    effective_bias = bias + hidden.zero_point * weights.sum(axis=1)
+    out = tensor_type(op.results[0]).element
+    return Projection(weights.reshape(output_width, width).T, effective_bias,
+                      projection_scale(element.scale, hidden.scale, output_state.scale),
+                      quantized_clip(float(op.attrs.get("proj_clip", 0.0)), out.scale, 8))
+
+
+def integer_lstm(op: Op, input_rank: int = 3) -> IntegerLstm | Failure:
     """The operands and effective scales of an int8x8->16 LSTM, or why it is not one."""
     if refused := _refusal(op):
         return refused
@@ -349,32 +432,33 @@ def integer_lstm(op: Op) -> IntegerLstm | Failure:
     # lstm.cc requires a cell scale <= 2^-9; PortableApplyTanh has Q0..Q6 inputs.
     if exponent is None or not -15 <= exponent <= -9:
         return Failure(f"{op.name}: cell state scale {cell.scale!r} is not 2^-15 .. 2^-9")
-    if len(tensor_type(op.operands[0]).shape) != 3:
-        return Failure(f"{op.name}: input must be [batch, time, features] or time major")
-    cifg = not _present(op, INPUT_WEIGHTS[0])
-    first = 1 if cifg else 0
+    if len(tensor_type(op.operands[0]).shape) != input_rank:
+        return Failure(f"{op.name}: the input is not of rank {input_rank}")
+    first = 0 if _present(op, INPUT_WEIGHTS[0]) else 1  # CIFG: no input gate
     gates = ("input", "forget", "cell", "output")[first:]
-    weights, scales = [], []
-    for indices, activation_scale in ((INPUT_WEIGHTS, q_input.scale),
-                                      (RECURRENT_WEIGHTS, q_output_state.scale)):
-        arrays, gate_scales = [], []
-        for index in indices[first:]:
-            constant = _int8_constant(op, index)
-            if isinstance(constant, Failure):
-                return constant
-            arrays.append(constant[0])
-            gate_scales.append(gate_scale(constant[1].scale, activation_scale))
-        weights.append(np.concatenate(arrays).T)
-        scales.append(tuple(gate_scales))
-    width, output_width = arrays[0].shape
-    biases = [_int32_constant(op, i, width) for i in BIASES[first:]]
-    for bias in biases:
-        if isinstance(bias, Failure):
-            return bias
+    input_part = _gate_weights(op, INPUT_WEIGHTS[first:], q_input.scale)
+    recurrent_part = _gate_weights(op, RECURRENT_WEIGHTS[first:], q_output_state.scale)
+    for part in (input_part, recurrent_part):
+        if isinstance(part, Failure):
+            return part
+    output_width = recurrent_part[0].shape[0]
+    width = recurrent_part[0].shape[1] // len(gates)
+    biases = [_int32_vector(op, i, width) for i in BIASES[first:]]
+    peephole = _peephole(op, gates, exponent, width)
+    projection = _projection(op, hidden, q_output_state, width, output_width)
+    for part in (*biases, peephole, projection):
+        if isinstance(part, Failure):
+            return part
+    if peephole is not None and output_width != width:
+        # CalculateLstmGateInteger8x8_16 walks the peephole weights with n_output.
+        return Failure(f"{op.name}: peephole weights with a projection to another width")
+    if projection is None and output_width != width:
+        return Failure(f"{op.name}: output width {output_width} without a projection")
     return IntegerLstm(
         gates, width, output_width, q_input, q_output_state, hidden, exponent,
-        quantized_cell_clip(float(op.attrs.get("cell_clip", 0.0)), cell.scale),
-        weights[0], weights[1], np.concatenate(biases), scales[0], scales[1])
+        quantized_clip(float(op.attrs.get("cell_clip", 0.0)), cell.scale, 16),
+        input_part[0], recurrent_part[0], np.concatenate(biases), input_part[1],
+        recurrent_part[1], peephole, projection)
 
 
 # ---------------------------------------------------------------------------
@@ -392,27 +476,30 @@ def _elementwise(rw: Rewriter, name: str, a: Value, b: Value, **attrs: object) -
     return build.op(rw, name, [a, b], TensorType(shape, i32), **attrs)
 
 
-def _per_gate_rescale(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int,
-                      bound: int, out: ElementType) -> Value:
-    """MultiplyByQuantizedMultiplier of each gate's columns by its scale (per
-    channel, DOUBLE_ROUND: the default-build double rounding), saturated to `out`.
+def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bound: int,
+            out: ElementType, output_zp: int = 0) -> Value:
+    """MultiplyByQuantizedMultiplier of each group of `width` columns by its scale
+    (DOUBLE_ROUND: TFLite's default-build double rounding), plus `output_zp`,
+    saturated to `out`.
 
     apply_scale_32 REQUIRES |acc| < 2^(shift - 1); `bound` (the largest
     accumulator the operands allow) must stay inside it."""
     pairs = [quantize_multiplier(s) for s in scales]
     for multiplier, shift in pairs:
         if multiplier and bound >= 1 << (shift - 1):
-            raise UnsupportedScale(f"gate scale 2^{31 - shift} with accumulators up to "
-                                   f"{bound} exceeds RESCALE's input range")
+            raise UnsupportedScale(f"scale 2^{31 - shift} with accumulators up to {bound} "
+                                   "exceeds RESCALE's input range")
     multipliers = [m for m, _ in pairs for _ in range(width)]
     shifts = [s for _, s in pairs for _ in range(width)]
-    return build.rescale(rw, acc, multipliers, shifts, 0, 0, tensor_type(acc).with_element(out),
-                         rounding_mode=DOUBLE_ROUND, per_channel=len(multipliers) > 1)
+    return build.rescale(rw, acc, multipliers, shifts, 0, output_zp,
+                         tensor_type(acc).with_element(out), rounding_mode=DOUBLE_ROUND,
+                         per_channel=len(multipliers) > 1)
 
 
-def _accumulator_bound(weights: np.ndarray, bias: np.ndarray | None = None) -> int:
-    """The largest |bias + W^T (x - zp)| for int8 x (|x - zp| <= 255)."""
-    column_sums = np.abs(weights.astype(np.int64)).sum(axis=0) * 255
+def _accumulator_bound(weights: np.ndarray, bias: np.ndarray | None = None,
+                       magnitude: int = 255) -> int:
+    """The largest |bias + W^T v| for |v| <= magnitude (255: int8 less its zero point)."""
+    column_sums = np.abs(weights.astype(np.int64)).sum(axis=0) * magnitude
     if bias is not None:
         column_sums = column_sums + np.abs(bias)
     return int(column_sums.max(initial=0))
@@ -422,6 +509,11 @@ def _saturate(rw: Rewriter, x: Value, low: int, high: int) -> Value:
     """Clamp an i32 tensor (TOSA's CLAMP has no i32 mode: MAXIMUM then MINIMUM)."""
     raised = _elementwise(rw, "tosa.maximum", x, _i32(rw, low), nan_mode="PROPAGATE")
     return _elementwise(rw, "tosa.minimum", raised, _i32(rw, high), nan_mode="PROPAGATE")
+
+
+def _saturating_add(rw: Rewriter, a: Value, b: Value) -> Value:
+    """a + b clamped to int16, as i32 (the kernels' accumulate-and-saturate)."""
+    return _saturate(rw, _elementwise(rw, "tosa.add", a, b), -32768, 32767)
 
 
 def _shift_right_half_away(rw: Rewriter, x: Value, exponent: int) -> Value:
@@ -448,6 +540,11 @@ def _widen(rw: Rewriter, x: Value) -> Value:
     return build.cast(rw, x, i32)
 
 
+def _columns(rw: Rewriter, x: Value, start: int, width: int) -> Value:
+    batch = tensor_type(x).shape[1]
+    return build.slice(rw, x, [0, 0, start], [1, batch, width])
+
+
 # ---------------------------------------------------------------------------
 # The lowering
 
@@ -460,8 +557,11 @@ class StepConstants:
     recurrent_bound: int              # largest recurrent accumulator
     tables: Value                     # [1, 3 * 65536, 1] i16
     gate_rows: Value                  # [1, 1, gates * width] i32: each gate's table row
+    sigmoid_row: Value                # [1, 1, 1] i32
     cell_row: Value                   # [1, 1, 1] i32: the cell state's tanh row
     hidden_multiplier: tuple[int, int]
+    peephole: dict[str, Value]        # gate -> [1, 1, width] i16
+    projection: Value | None          # [1, width, output_width] i8
 
 
 def _row_offsets(rows: list[int]) -> np.ndarray:
@@ -475,13 +575,17 @@ def step_constants(rw: Rewriter, p: IntegerLstm) -> StepConstants:
     # |o * tanh(c)| < 2^30 must be a valid apply_scale_32 input.
     if multiplier and shift < 32:
         raise UnsupportedScale(f"hidden scale {p.hidden.scale!r} needs RESCALE shift {shift}")
+    peephole = {gate: build.const(rw, weights.reshape(1, 1, -1).astype(np.int16), i16)
+                for gate, (weights, _) in (p.peephole or {}).items()}
+    projection = None if p.projection is None else \
+        build.const(rw, p.projection.weights[np.newaxis].astype(np.int8), i8)
     return StepConstants(
-        build.const(rw, p.recurrent_weights[np.newaxis], i8),
+        build.const(rw, p.recurrent_weights[np.newaxis].astype(np.int8), i8),
         _accumulator_bound(p.recurrent_weights),
         build.const(rw, activation_tables(15 + p.cell_exponent), i16),
         _i32(rw, _row_offsets([r for r in rows for _ in range(p.width)])),
-        _i32(rw, _row_offsets([TANH_CELL_ROW])),
-        (multiplier, shift))
+        _i32(rw, _row_offsets([SIGMOID_ROW])), _i32(rw, _row_offsets([TANH_CELL_ROW])),
+        (multiplier, shift), peephole, projection)
 
 
 def input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> list[Value]:
@@ -490,15 +594,68 @@ def input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> 
     shape = tensor_type(x).shape
     columns = len(p.gates) * p.width
     flat = build.reshape(rw, x, (1, shape[0] * shape[1], shape[2]))
-    weights = build.const(rw, p.input_weights[np.newaxis], i8)
+    weights = build.const(rw, p.input_weights[np.newaxis].astype(np.int8), i8)
     acc = build.op(rw, "tosa.matmul", [flat, weights, build.zero_point(rw, p.input.zero_point, i8),
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, shape[0] * shape[1], columns), i32))
     acc = _elementwise(rw, "tosa.add", acc, _i32(rw, p.bias))
-    gates = _per_gate_rescale(rw, acc, p.input_scales, p.width,
-                              _accumulator_bound(p.input_weights, p.bias), i16)
+    gates = _scaled(rw, acc, p.input_scales, p.width,
+                    _accumulator_bound(p.input_weights, p.bias), i16)
     widened = _widen(rw, build.reshape(rw, gates, (shape[0], shape[1], columns)))
     return split_steps(rw, widened, time_major)
+
+
+def _with_peephole(rw: Rewriter, p: IntegerLstm, k: StepConstants, gate: str, pre: Value,
+                   c: Value) -> Value:
+    """VectorBatchVectorCwiseProductAccumulate: pre + MBQM(w_c * c), saturated to int16."""
+    product = build.mul(rw, c, k.peephole[gate])
+    scaled = _scaled(rw, product, (p.peephole[gate][1],), p.width, 1 << 30, i32)  # type: ignore[index]
+    return _saturating_add(rw, pre, scaled)
+
+
+def _cell_update(rw: Rewriter, p: IntegerLstm, gate: dict[str, Value], c: Value) -> Value:
+    """UpdateLstmCellInteger: sat16(RDBP(f * c, 15) + RDBP(i * g, 30 + cell_exponent)),
+    clipped; as i32. Both products fit int16 after the shift (gates <= 32767, cell
+    exponent >= -15), so CwiseMul's int16 cast changes nothing."""
+    forget = _shift_right_half_away(rw, build.mul(rw, gate["forget"], c), 15)
+    if "input" in gate:
+        update = build.mul(rw, gate["input"], gate["cell"])
+    else:  # CIFG: Sub1Vector, input = 32767 - forget
+        complement = _elementwise(rw, "tosa.sub", _i32(rw, 32767), _widen(rw, gate["forget"]))
+        update = build.mul(rw, complement, _widen(rw, gate["cell"]))
+    update = _shift_right_half_away(rw, update, 30 + p.cell_exponent)
+    bound = p.cell_clip or 32767
+    return _saturate(rw, _elementwise(rw, "tosa.add", forget, update),
+                     -bound if p.cell_clip else -32768, bound)
+
+
+def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: Value,
+                  cell: Value, out: ElementType) -> Value:
+    """CalculateLstmOutputInteger8x8_16: CwiseMul(o, tanh(c)) by the hidden scale to
+    int8, then the projection (MatrixBatchVectorMultiplyAccumulate to int8 and
+    CwiseClipping of the stored values) if there is one."""
+    batch = tensor_type(cell).shape[1]
+    squashed = _lookup(rw, k.tables, cell, k.cell_row)
+    multiplier, shift = k.hidden_multiplier
+    product = build.mul(rw, output_gate, squashed)
+    if p.projection is None:
+        return build.rescale(rw, product, multiplier, shift, 0, p.hidden.zero_point,
+                             TensorType((1, batch, p.width), out), rounding_mode=DOUBLE_ROUND)
+    # With a projection the kernel stores the hidden state with zero point -hidden_zp
+    # (and adds hidden_zp times the row sums to the projection's bias).
+    scaled = build.rescale(rw, product, multiplier, shift, 0, 0,
+                           TensorType((1, batch, p.width), i32), rounding_mode=DOUBLE_ROUND)
+    shifted = _elementwise(rw, "tosa.add", scaled, _i32(rw, -p.hidden.zero_point))
+    hidden = build.cast(rw, _saturate(rw, shifted, -128, 127), i8)
+    proj = p.projection
+    acc = build.op(rw, "tosa.matmul", [hidden, k.projection, build.zero_point(rw, 0, i8),
+                                       build.zero_point(rw, 0, i8)],
+                   TensorType((1, batch, p.output_width), i32))
+    acc = _elementwise(rw, "tosa.add", acc, _i32(rw, proj.bias))
+    projected = _scaled(rw, acc, (proj.scale,), p.output_width,
+                        _accumulator_bound(proj.weights, proj.bias, 128), out,
+                        p.output_state.zero_point)
+    return build.clamp(rw, projected, -proj.clip, proj.clip) if proj.clip else projected
 
 
 def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h: Value,
@@ -510,33 +667,25 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
                                              build.zero_point(rw, p.output_state.zero_point, i8),
                                              build.zero_point(rw, 0, i8)],
                          TensorType((1, batch, columns), i32))
-    recurrent = _per_gate_rescale(rw, recurrent, p.recurrent_scales, p.width,
-                                  k.recurrent_bound, i32)
+    recurrent = _scaled(rw, recurrent, p.recurrent_scales, p.width, k.recurrent_bound, i32)
     # MatrixBatchVectorMultiplyAccumulate adds to the gate and saturates to int16.
-    total = _saturate(rw, _elementwise(rw, "tosa.add", product, recurrent), -32768, 32767)
+    total = _saturating_add(rw, product, recurrent)
+    column = {name: i * p.width for i, name in enumerate(p.gates)}
+    if p.peephole is not None:  # input and forget gates see the previous cell state
+        parts = [_columns(rw, total, column[g], p.width) for g in p.gates]
+        parts = [_with_peephole(rw, p, k, g, part, c) if g in ("input", "forget") else part
+                 for g, part in zip(p.gates, parts)]
+        total = build.op(rw, "tosa.concat", parts, tensor_type(total), axis=2)
     activated = _lookup(rw, k.tables, total, k.gate_rows)
-    gate = {name: build.slice(rw, activated, [0, 0, i * p.width], [1, batch, p.width])
-            for i, name in enumerate(p.gates)}
-    # UpdateLstmCellInteger: CwiseMul with RoundingDivideByPOT, CwiseAdd, CwiseClipping.
-    # Both products fit int16 after the shift (gates <= 32767, cell exponent >= -15).
-    forget = _shift_right_half_away(rw, build.mul(rw, gate["forget"], c), 15)
-    if "input" in gate:
-        update = build.mul(rw, gate["input"], gate["cell"])
-    else:  # CIFG: Sub1Vector, input = 32767 - forget
-        complement = _elementwise(rw, "tosa.sub", _i32(rw, 32767), _widen(rw, gate["forget"]))
-        update = build.mul(rw, complement, _widen(rw, gate["cell"]))
-    update = _shift_right_half_away(rw, update, 30 + p.cell_exponent)
-    bound = p.cell_clip or 32767
-    cell = _saturate(rw, _elementwise(rw, "tosa.add", forget, update),
-                     -bound if p.cell_clip else -32768, bound)
-    # CalculateLstmOutputInteger8x8_16: CwiseMul(o, tanh(c)) by the hidden scale.
-    squashed = _lookup(rw, k.tables, cell, k.cell_row)
-    multiplier, shift = k.hidden_multiplier
-    hidden = build.rescale(rw, build.mul(rw, gate["output"], squashed), multiplier, shift, 0,
-                           p.hidden.zero_point,
-                           TensorType((1, batch, p.output_width), out),
-                           rounding_mode=DOUBLE_ROUND)
-    return hidden, build.cast(rw, cell, i16)
+    gate = {name: _columns(rw, activated, start, p.width) for name, start in column.items()}
+    cell = _cell_update(rw, p, gate, c)
+    output_gate = gate["output"]
+    if p.peephole is not None:  # the output gate sees the new cell state
+        pre = _with_peephole(rw, p, k, "output",
+                             _columns(rw, total, column["output"], p.width),
+                             build.cast(rw, cell, i16))
+        output_gate = _lookup(rw, k.tables, pre, k.sigmoid_row)
+    return _output_state(rw, p, k, output_gate, cell, out), build.cast(rw, cell, i16)
 
 
 def initial_state(rw: Rewriter, value: Value, batch: int, width: int,
@@ -546,6 +695,21 @@ def initial_state(rw: Rewriter, value: Value, batch: int, width: int,
     if array is not None:
         return build.const(rw, np.asarray(array).reshape(1, batch, width), element)
     return build.reshape(rw, value, (1, batch, width))
+
+
+def unrolled(rw: Rewriter, op: Op, p: IntegerLstm, products: list[Value]) -> list[Value]:
+    """Every step's output state [1, batch, output_width], in time order."""
+    batch = tensor_type(products[0]).shape[1]
+    out = tensor_type(op.results[0]).element
+    k = step_constants(rw, p)
+    h = initial_state(rw, op.operands[OUTPUT_STATE], batch, p.output_width,
+                      tensor_type(op.operands[OUTPUT_STATE]).element)
+    c = initial_state(rw, op.operands[CELL_STATE], batch, p.width, i16)
+    outputs = []
+    for product in products:
+        h, c = lstm_step(rw, p, k, product, h, c, out)
+        outputs.append(h)
+    return outputs
 
 
 @pattern("tfl.unidirectional_sequence_lstm", kind="integer", types=("i8",),
@@ -559,16 +723,23 @@ def unidirectional_sequence_lstm_int8(op: Op, rw: Rewriter) -> list[Value] | Fai
     if failure := require_static(op):
         return failure
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
-    shape = tensor_type(x).shape
-    batch = shape[1] if time_major else shape[0]
-    out = tensor_type(op.results[0]).element
-    products = input_products(rw, p, x, time_major)
-    k = step_constants(rw, p)
-    h = initial_state(rw, op.operands[OUTPUT_STATE], batch, p.output_width,
-                      tensor_type(op.operands[OUTPUT_STATE]).element)
-    c = initial_state(rw, op.operands[CELL_STATE], batch, p.width, i16)
-    outputs = []
-    for product in products:
-        h, c = lstm_step(rw, p, k, product, h, c, out)
-        outputs.append(h)
+    outputs = unrolled(rw, op, p, input_products(rw, p, x, time_major))
     return [sequence(rw, outputs, time_major)]
+
+
+@pattern("tfl.lstm", kind="integer", types=("i8",), label="lstm_int8")
+@integer_pattern
+def lstm_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """One step of the same kernel (lstm.cc's full kernel runs EvalInteger8x8_16 on a
+    [batch, input] input as a time-major sequence of one step)."""
+    if op.attrs.get("kernel_type", "FULL") != "FULL":
+        return Failure(f"{op.name}: the {op.attrs['kernel_type']} kernel")
+    p = integer_lstm(op, input_rank=2)
+    if isinstance(p, Failure):
+        return p
+    if failure := require_static(op):
+        return failure
+    batch, width = tensor_type(op.operands[0]).shape
+    step = build.reshape(rw, op.operands[0], (1, batch, width))
+    outputs = unrolled(rw, op, p, input_products(rw, p, step, time_major=True))
+    return [build.reshape(rw, outputs[0], tensor_type(op.results[0]).shape)]
