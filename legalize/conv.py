@@ -266,6 +266,18 @@ def depthwise_conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return with_fused_activation(rw, op, conv)
 
 
+def _transposed_operands(rw: Rewriter, op: Op, channels_out: int, channels_in: int
+                         ) -> tuple[Value, Value] | Failure:
+    """A transposed convolution's float weights and bias (operands 1 and 3),
+    once the weights' channels fit the input (operand 2) and the result."""
+    channels = tensor_type(op.operands[2]).shape[-1]
+    result = tensor_type(op.results[0])
+    if channels_in != channels or result.shape[-1] != channels_out:
+        return Failure(f"{op.name}: weights {list(tensor_type(op.operands[1]).shape)} do not "
+                       f"fit input {channels} / output {result.shape[-1]} channels")
+    return weights_and_bias(rw, op, 3, channels_out, result.element)
+
+
 @pattern("tfl.transpose_conv")
 def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TRANSPOSE_CONV2D with out_pad = -(TFLite's pad) before and whatever makes
@@ -279,13 +291,9 @@ def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[2]
     result = tensor_type(op.results[0])
-    element = result.element
-    _, ih, iw, channels = tensor_type(x).shape
+    _, ih, iw, _ = tensor_type(x).shape
     oc, kh, kw, ic = tensor_type(op.operands[1]).shape
-    if ic != channels or result.shape[3] != oc:
-        return Failure(f"tfl.transpose_conv: weights {[oc, kh, kw, ic]} do not fit input "
-                       f"{channels} / output {result.shape[3]} channels")
-    operands = weights_and_bias(rw, op, 3, oc, element)
+    operands = _transposed_operands(rw, op, oc, ic)
     if isinstance(operands, Failure):
         return operands
     weights, bias = operands
@@ -352,13 +360,9 @@ def conv_3d_transpose(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[2]
     result = tensor_type(op.results[0])
-    element = result.element
-    _, *in_sizes, channels = tensor_type(x).shape
+    _, *in_sizes, _ = tensor_type(x).shape
     *kernel, oc, ic = tensor_type(op.operands[1]).shape
-    if ic != channels or result.shape[4] != oc:
-        return Failure(f"tfl.conv_3d_transpose: filter {[*kernel, oc, ic]} does not fit "
-                       f"input {channels} / output {result.shape[4]} channels")
-    operands = weights_and_bias(rw, op, 3, oc, element)
+    operands = _transposed_operands(rw, op, oc, ic)
     if isinstance(operands, Failure):
         return operands
     weights, bias = operands

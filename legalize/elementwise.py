@@ -448,12 +448,8 @@ def floor_div(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """floor(x / y). Float: Elementwise.floor_division, exact where |x/y| < 2^23
     (TFLite divides in double then floors). int32: INTDIV truncates, so
     subtract 1 where the remainder is non-zero and x, y differ in sign."""
-    if failed := check_types(op, FLOAT_INT):
-        return failed
-    e, x, y = _binary_operands(op, rw)
-    if is_int32(x):
-        return [_int_floor_division(e, x, y)[0]]
-    return [e.floor_division(x, y)[0]]
+    division = _floor_division(op, rw)
+    return division if isinstance(division, Failure) else [division[0]]
 
 
 @pattern("tfl.floor_mod", types=("f32", "f16", "i32"))
@@ -461,12 +457,16 @@ def floor_mod(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """x - floor(x / y) * y, with the sign of the divisor (TFLite reference_ops::
     FloorMod: fmod, then + y where the signs differ). Float: the exact remainder
     of Elementwise.floor_division; int32: INTDIV-based, integer ops only."""
+    division = _floor_division(op, rw)
+    return division if isinstance(division, Failure) else [division[1]]
+
+
+def _floor_division(op: Op, rw: Rewriter) -> tuple[Value, Value] | Failure:
+    """(floor(x / y), x - floor(x / y) * y) of op's operands, float or int32."""
     if failed := check_types(op, FLOAT_INT):
         return failed
     e, x, y = _binary_operands(op, rw)
-    if is_int32(x):
-        return [_int_floor_division(e, x, y)[1]]
-    return [e.floor_division(x, y)[1]]
+    return _int_floor_division(e, x, y) if is_int32(x) else e.floor_division(x, y)
 
 
 def _int_floor_division(e: Elementwise, x: Value, y: Value) -> tuple[Value, Value]:
