@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.common import constant_value, with_fused_activation
+from legalize.common import with_fused_activation
 from legalize.conv import matmul_operands
 from legalize.integer.support import (
     ACC_TYPE,
@@ -59,15 +59,6 @@ from tfl2tosa.tosa import build
 # BATCH_MATMUL
 
 
-def _stored(rw: Rewriter, value: Value) -> Value:
-    """A quantized constant as a plain constant of its storage type (its
-    quantization lives in the RESCALE); a run-time value as it is."""
-    array = constant_value(value)
-    if array is None:
-        return value
-    return build.const(rw, np.ascontiguousarray(array), storage_type(tensor_type(value).element))
-
-
 def _matmul_scale(x: UniformQuantized, y: UniformQuantized, out: UniformQuantized) -> float:
     """`double(float(s_x * s_y)) / double(s_out)`, as GetQuantizedConvolutionMultipler
     computes it for an op without a bias."""
@@ -88,7 +79,13 @@ def batch_matmul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if acc_element == i48 and (q_x.zero_point or q_y.zero_point):
         return Failure(f"{op.name}: int16 operands with a non-zero zero point (TOSA's "
                        "16-bit MATMUL has none)")
-    operands = matmul_operands(rw, op, _stored(rw, op.operands[0]), _stored(rw, op.operands[1]))
+    # The operands' quantization lives in the RESCALE: constants become plain
+    # storage-typed constants.
+    x, y = weight_operand(rw, op.operands[0]), weight_operand(rw, op.operands[1])
+    for stored in (x, y):
+        if isinstance(stored, Failure):
+            return stored
+    operands = matmul_operands(rw, op, x, y)
     if isinstance(operands, Failure):
         return operands
     lhs, rhs, shape = operands

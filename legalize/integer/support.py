@@ -148,11 +148,12 @@ def i32_scalar(rw: Rewriter, value: int, rank: int) -> Value:
 
 def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None
                    ) -> Value | Failure:
-    """Integer weights as a plain storage-typed constant (optionally reshaped).
+    """Integer weights (or any quantized operand whose scale the RESCALE applies)
+    as a plain storage-typed constant, optionally reshaped.
 
-    The quantization of weights lives in the RESCALE multipliers, so the TOSA
-    constant needs none (and a per-axis type would not survive a reshape).
-    Run-time weights are RESHAPEd when they are quantized per tensor.
+    The quantization lives in the RESCALE multipliers, so the TOSA constant
+    needs none (and a per-axis type would not survive a reshape). Run-time
+    values are RESHAPEd when they are quantized per tensor.
     """
     t = tensor_type(value)
     if t is None or t.shape is None:
