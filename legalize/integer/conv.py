@@ -50,10 +50,10 @@ from tfl2tosa.ir.types import ScalarType, TensorType, UniformQuantized, i32, i48
 from tfl2tosa.tosa import build
 
 # Input type, output type, weight tensor type, accumulator type.
-Operands = tuple[UniformQuantized, UniformQuantized, TensorType, ScalarType]
+ConvOperands = tuple[UniformQuantized, UniformQuantized, TensorType, ScalarType]
 
 
-def _operands(op: Op, weight_index: int, input_index: int = 0) -> Operands | Failure:
+def conv_operands(op: Op, weight_index: int, input_index: int = 0) -> ConvOperands | Failure:
     """Input and output per-tensor types (both int8 or both int16), the int8
     weight tensor type, and the accumulator type (i32 or i48)."""
     elements = require_one_storage(op, [op.operands[input_index], op.results[0]], "i8", "i16")
@@ -82,16 +82,16 @@ def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType) -> list
     return [build.zero_point(rw, x.zero_point, x), build.zero_point(rw, w_zp, weights.element)]
 
 
-def _accumulate(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, x: Value,
-                filter_shape: tuple[int, ...] | None, acc_shape: tuple[int, ...],
-                **attrs: object) -> tuple[Value, list[float]] | Failure:
-    """The convolution `tosa_name` of `x` with op's weights (reshaped to
-    `filter_shape`), bias and zero points into the accumulator, and the
+def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: Value,
+               filter_shape: tuple[int, ...] | None, acc_shape: tuple[int, ...],
+               bias_index: int = 2, **attrs: object) -> tuple[Value, list[float]] | Failure:
+    """The convolution `tosa_name` of `x` with op's weights (operand 1, reshaped
+    to `filter_shape`), bias and zero points into the accumulator, and the
     per-channel scales that take the accumulator to the output."""
     x_type, out_type, weights, acc_element = operands
     channels = acc_shape[-1]
     scales = _channel_scales(op, x_type, out_type, weights, channels)
-    bias = accumulator_bias(rw, op, 2, channels, acc_element)
+    bias = accumulator_bias(rw, op, bias_index, channels, acc_element)
     zero_points = _zero_points(rw, x_type, weights)
     for checked in (scales, bias, zero_points):
         if isinstance(checked, Failure):
@@ -105,7 +105,7 @@ def _accumulate(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, x: Val
     return acc, scales
 
 
-def _scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
+def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
                    out: UniformQuantized) -> list[Value] | Failure:
     """RESCALE the accumulator per channel, then the fused activation's CLAMP."""
     result = tensor_type(op.results[0])
@@ -115,7 +115,7 @@ def _scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
     return with_fused_activation(rw, op, scaled)
 
 
-def _windowed(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, kernel: tuple[int, int],
+def _windowed(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, kernel: tuple[int, int],
               filter_shape: tuple[int, ...] | None) -> list[Value] | Failure:
     """CONV2D or DEPTHWISE_CONV2D over op's input with TFLite's window, then
     the per-channel RESCALE and CLAMP."""
@@ -125,13 +125,13 @@ def _windowed(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, kernel: 
     if isinstance(window, Failure):
         return window
     pads, stride, dilation, used = window
-    accumulated = _accumulate(rw, op, operands, tosa_name, trimmed_input(rw, x, used),
+    accumulated = accumulate(rw, op, operands, tosa_name, trimmed_input(rw, x, used),
                               filter_shape, result.shape, pad=pads, stride=stride,
                               dilation=dilation)
     if isinstance(accumulated, Failure):
         return accumulated
     acc, scales = accumulated
-    return _scaled_output(rw, op, acc, scales, operands[1])
+    return scaled_output(rw, op, acc, scales, operands[1])
 
 
 @pattern("tfl.conv_2d", kind="integer", label="conv_2d_int", types=("i8", "i16"))
@@ -139,7 +139,7 @@ def _windowed(rw: Rewriter, op: Op, operands: Operands, tosa_name: str, kernel: 
 def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CONV2D (i8 x i8 -> i32 or i16 x i8 -> i48, OHWI filter as TOSA) + per-channel
     RESCALE + CLAMP."""
-    operands = _operands(op, 1)
+    operands = conv_operands(op, 1)
     if isinstance(operands, Failure):
         return operands
     channels = tensor_type(op.operands[0]).shape[3]
@@ -156,7 +156,7 @@ def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """DEPTHWISE_CONV2D on the filter [1, KH, KW, C*M] reshaped to TOSA's
     [KH, KW, C, M] (output channel c*M + m in both) + per-channel RESCALE + CLAMP."""
-    operands = _operands(op, 1)
+    operands = conv_operands(op, 1)
     if isinstance(operands, Failure):
         return operands
     channels = tensor_type(op.operands[0]).shape[3]
@@ -178,7 +178,7 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     then the result shape."""
     if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
         return Failure(f"{op.name}: only DEFAULT weights and one result are supported")
-    operands = _operands(op, 1)
+    operands = conv_operands(op, 1)
     if isinstance(operands, Failure):
         return operands
     weights, acc_element = operands[2:]
@@ -189,7 +189,7 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     rows = math.prod(x_shape) // ic
     if rows * ic != math.prod(x_shape) or rows * oc != tensor_type(op.results[0]).num_elements:
         return Failure(f"{op.name}: input {list(x_shape)} does not fit weights [{oc}, {ic}]")
-    accumulated = _accumulate(rw, op, operands, "tosa.conv2d",
+    accumulated = accumulate(rw, op, operands, "tosa.conv2d",
                               build.reshape(rw, op.operands[0], (rows, 1, 1, ic)),
                               (oc, 1, 1, ic), (rows, 1, 1, oc), pad=[0, 0, 0, 0],
                               stride=[1, 1], dilation=[1, 1])
@@ -203,4 +203,4 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         # int32, true unless |sum of products + bias| reaches 2^31).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
-    return _scaled_output(rw, op, acc, scales, operands[1])
+    return scaled_output(rw, op, acc, scales, operands[1])

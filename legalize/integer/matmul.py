@@ -27,23 +27,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.common import with_fused_activation
 from legalize.conv import matmul_operands
+from legalize.integer.conv import accumulate, conv_operands, scaled_output
 from legalize.integer.support import (
-    ACC_TYPE,
-    accumulator_bias,
     accumulator_type,
     integer_pattern,
     require_one_storage,
-    static_shape,
     tensor_type,
     weight_operand,
-    weight_scales,
     weight_zero_point,
 )
-from legalize.quantized import rescale_from_i32, rescale_per_channel, rounding_mode
+from legalize.quantized import rescale_from_i32, rounding_mode
 from legalize.registry import pattern
-from legalize.window import transposed_window, trimmed_input
+from legalize.window import per_axis_attribute, transposed_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
@@ -119,13 +115,10 @@ def _bias_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
 def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TRANSPOSE_CONV2D (i8 x i8 -> i32 or i16 x i8 -> i48, out_pad = -TFLite's
     padding) + per-channel RESCALE + CLAMP."""
-    elements = require_one_storage(op, [op.operands[2], op.results[0]], "i8", "i16")
-    if isinstance(elements, Failure):
-        return elements
-    q_in, q_out = elements
-    weights = tensor_type(op.operands[1])
-    if storage_type(weights.element).name != "i8" or static_shape(op.operands[1]) is None:
-        return Failure(f"{op.name}: weights are not a static int8 quantized tensor")
+    operands = conv_operands(op, 1, input_index=2)
+    if isinstance(operands, Failure):
+        return operands
+    q_in, q_out, weights, _ = operands
     if isinstance(weights.element, UniformQuantizedPerAxis) and weights.element.axis != 0:
         return Failure(f"{op.name}: weights quantized along axis {weights.element.axis}, "
                        "not the output channels")
@@ -133,29 +126,22 @@ def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure(f"{op.name}: weights with a non-zero zero point (TFLite ignores it)")
     if refused := _bias_refusal(op, q_in):
         return refused
-    acc_element = accumulator_type(q_in)
     result = tensor_type(op.results[0])
     _, ih, iw, channels = tensor_type(op.operands[2]).shape
     oc, kh, kw, ic = weights.shape
     if ic != channels or result.shape[3] != oc:
         return Failure(f"{op.name}: weights {[oc, kh, kw, ic]} do not fit input {channels} "
                        f"/ output {result.shape[3]} channels")
-    stride = [int(op.attrs.get("stride_h", 1)), int(op.attrs.get("stride_w", 1))]
+    stride = per_axis_attribute(op, "stride_{}", "hw")
     window = transposed_window(op.attrs.get("padding"), (ih, iw), result.shape[1:3], (kh, kw),
                                stride)
-    channel_scales = weight_scales(weights.element, oc)
-    bias = accumulator_bias(rw, op, 3, oc, acc_element)
-    filter_ohwi = weight_operand(rw, op.operands[1])
-    for checked in (window, channel_scales, bias, filter_ohwi):
-        if isinstance(checked, Failure):
-            return Failure(f"{op.name}: {checked.reason}")
+    if isinstance(window, Failure):
+        return Failure(f"{op.name}: {window.reason}")
     out_pad, used = window
-    x = trimmed_input(rw, op.operands[2], used)
-    zero_points = [build.zero_point(rw, q_in.zero_point, q_in),
-                   build.zero_point(rw, 0, weights.element)]
-    acc = build.op(rw, "tosa.transpose_conv2d", [x, filter_ohwi, bias, *zero_points],
-                   result.with_element(acc_element), out_pad=out_pad, stride=stride,
-                   acc_type=ACC_TYPE[acc_element.bits])
-    scales = [q_in.scale * s / q_out.scale for s in channel_scales]
-    scaled = rescale_per_channel(rw, acc, scales, q_out, rounding_mode(op.name))
-    return with_fused_activation(rw, op, scaled)
+    accumulated = accumulate(rw, op, operands, "tosa.transpose_conv2d",
+                             trimmed_input(rw, op.operands[2], used), None, result.shape,
+                             bias_index=3, out_pad=out_pad, stride=stride)
+    if isinstance(accumulated, Failure):
+        return accumulated
+    acc, scales = accumulated
+    return scaled_output(rw, op, acc, scales, q_out)
