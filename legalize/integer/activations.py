@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 
 from legalize.common import reshape_to_rank, scalar
-from legalize.integer.data import from_int8, int8_twin, is_uint8, to_int8
+from legalize.integer.data import int8_twin, is_uint8, restore_uint8, to_int8
 from legalize.integer.support import integer_pattern, require_one_storage
 from legalize.quantized import (
     SINGLE_ROUND,
@@ -661,11 +661,6 @@ def _twin(q: UniformQuantized) -> UniformQuantized:
     return int8_twin(q) if is_uint8(q) else q
 
 
-def _restore(rw: Rewriter, y: Value, result: Value) -> Value:
-    """`y`, computed on the twin of `result`'s type, in that type."""
-    return from_int8(rw, y, result.type) if is_uint8(result.type.element) else y
-
-
 def _rescale_input_limit(scale: float) -> int:
     """apply_scale_32 REQUIREs |v| < 2^(shift - 1), shift = 31 - TFLite's
     exponent; beyond it TFLite's own `v * 2^left_shift` overflows int32."""
@@ -710,7 +705,7 @@ def _relu(op: Op, rw: Rewriter, storages: tuple[str, ...]) -> list[Value] | Fail
     scaled = rescale(rw, to_int8(rw, op.operands[0]), scale, twin,
                      rounding=rounding_mode(op.name))
     offset = out_type.zero_point - twin.zero_point
-    return [_restore(rw, build.clamp(rw, scaled, lowest - offset, highest - offset),
+    return [restore_uint8(rw, build.clamp(rw, scaled, lowest - offset, highest - offset),
                      op.results[0])]
 
 
@@ -743,7 +738,7 @@ def leaky_relu_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     x32 = rescale_to_i32(rw, to_int8(rw, op.operands[0]))
     identity = rescale(rw, x32, identity_scale, twin, input_zp=0, rounding=rounding)
     scaled = rescale(rw, x32, alpha_scale, twin, input_zp=0, rounding=rounding)
-    return [_restore(rw, _select_on_sign(rw, x32, identity, scaled), op.results[0])]
+    return [restore_uint8(rw, _select_on_sign(rw, x32, identity, scaled), op.results[0])]
 
 
 @pattern("tfl.prelu", kind="integer", label="prelu_int8", types=("i8", "u8"))
@@ -774,4 +769,4 @@ def prelu_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     product = build.mul(rw, x32, alpha32, result_type=result.with_element(i32))
     identity = rescale(rw, x32, identity_scale, twin, input_zp=0, rounding=rounding)
     scaled = rescale(rw, product, alpha_scale, twin, input_zp=0, rounding=rounding)
-    return [_restore(rw, _select_on_sign(rw, x32, identity, scaled), result_value)]
+    return [restore_uint8(rw, _select_on_sign(rw, x32, identity, scaled), result_value)]

@@ -155,7 +155,7 @@ def from_int8(rw: Rewriter, x: Value, target: TensorType) -> Value:
                          output_zp=UINT8_OFFSET, input_unsigned=False, output_unsigned=True)
 
 
-def _restore(rw: Rewriter, x: Value, result: Value) -> Value:
+def restore_uint8(rw: Rewriter, x: Value, result: Value) -> Value:
     """`x` (computed on int8 twins) in `result`'s type: back to uint8 if it is."""
     t = tensor_type(result)
     return from_int8(rw, x, t) if is_uint8(t.element) else x
@@ -340,7 +340,7 @@ def reduce_max_min_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         reduced = build.reshape(rw, reduced, tensor_type(result).shape)
     elif reduced is x:
         reduced = build.op(rw, "tosa.identity", [x], tensor_type(x))
-    return [_restore(rw, reduced, result)]
+    return [restore_uint8(rw, reduced, result)]
 
 
 _EXTREMA = {"tfl.maximum": "tosa.maximum", "tfl.minimum": "tosa.minimum"}
@@ -363,7 +363,7 @@ def maximum_minimum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     extremum = build.op(rw, _EXTREMA[op.name], wide, out.with_element(i32),
                         nan_mode="PROPAGATE")
     twin = out.with_element(int8_twin(shared)) if is_uint8(shared) else out
-    return [_restore(rw, build.cast(rw, extremum, twin.element), result)]
+    return [restore_uint8(rw, build.cast(rw, extremum, twin.element), result)]
 
 
 # ---------------------------------------------------------------------------
@@ -488,7 +488,7 @@ def _lower_twin(op: Op, rw: Rewriter, lower: Callable[[Op, Rewriter], object]
         stand_in.drop_operand_uses()
     if values is None or isinstance(values, Failure):
         return values if isinstance(values, Failure) else Failure(f"{op.name}: no match")
-    return [_restore(rw, v, r) for v, r in zip(values, op.results)]
+    return [restore_uint8(rw, v, r) for v, r in zip(values, op.results)]
 
 
 @pattern(*_UINT8_TWIN_OPS, kind="integer", label=_UINT8_TWIN_LABEL, types=("u8",))

@@ -89,10 +89,6 @@ def max_pool_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return with_fused_activation(rw, op, pooled)
 
 
-# TFLite's uint8 stored values are the int8 twins' plus 128 (legalize.integer.data).
-_UINT8_OFFSET = 128
-
-
 @pattern("tfl.average_pool_2d", kind="integer", label="average_pool_2d_uint8",
          types=("u8",))
 @integer_pattern
@@ -111,7 +107,7 @@ def average_pool_2d_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return refused
     # Imported here: importing legalize.integer.data at the top would register its
     # patterns before the ones of modules registered earlier (see casts.py).
-    from legalize.integer.data import from_int8, int8_twin, to_int8
+    from legalize.integer.data import UINT8_OFFSET, from_int8, int8_twin, to_int8
 
     window = pool_window(op, rw, to_int8(rw, op.operands[0]))
     if isinstance(window, Failure):
@@ -119,7 +115,7 @@ def average_pool_2d_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     x, attrs = window
     result = tensor_type(op.results[0])
     twin = result.with_element(int8_twin(result.element))
-    zero = build.zero_point(rw, -_UINT8_OFFSET, twin.element)
+    zero = build.zero_point(rw, -UINT8_OFFSET, twin.element)
     pooled = build.op(rw, "tosa.avg_pool2d", [x, zero, zero], twin, acc_type="INT32", **attrs)
     activated = with_fused_activation(rw, op, pooled)
     if isinstance(activated, Failure):
