@@ -270,12 +270,20 @@ def _transposed_operands(rw: Rewriter, op: Op, channels_out: int, channels_in: i
                          ) -> tuple[Value, Value] | Failure:
     """A transposed convolution's float weights and bias (operands 1 and 3),
     once the weights' channels fit the input (operand 2) and the result."""
+    if (refused := transposed_channels_refusal(op, channels_out, channels_in)) is not None:
+        return refused
+    return weights_and_bias(rw, op, 3, channels_out, tensor_type(op.results[0]).element)
+
+
+def transposed_channels_refusal(op: Op, channels_out: int, channels_in: int) -> Failure | None:
+    """Why a transposed convolution's weights do not fit its input (operand 2)
+    and result channels, if they do not."""
     channels = tensor_type(op.operands[2]).shape[-1]
     result = tensor_type(op.results[0])
     if channels_in != channels or result.shape[-1] != channels_out:
         return Failure(f"{op.name}: weights {list(tensor_type(op.operands[1]).shape)} do not "
                        f"fit input {channels} / output {result.shape[-1]} channels")
-    return weights_and_bias(rw, op, 3, channels_out, result.element)
+    return None
 
 
 @pattern("tfl.transpose_conv")
@@ -297,12 +305,10 @@ def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     weights, bias = operands
-    stride = per_axis_attribute(op, "stride_{}", "hw")
-    window = transposed_window(op.attrs.get("padding"), (ih, iw), result.shape[1:3], (kh, kw),
-                               stride)
+    window = transposed_window(op, (ih, iw), result.shape[1:3], (kh, kw))
     if isinstance(window, Failure):
-        return Failure(f"{op.name}: {window.reason}")
-    out_pad, used = window
+        return window
+    out_pad, stride, used = window
     conv = _conv(rw, "tosa.transpose_conv2d", trimmed_input(rw, x, used), weights, bias,
                  result, out_pad=out_pad, stride=stride)
     return with_fused_activation(rw, op, conv)

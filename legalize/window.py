@@ -118,11 +118,12 @@ def transposed_pad_before(padding: str, out_size: int, kernel: int, stride: int,
     return max((forward_out - 1) * stride + effective - out_size, 0) // 2
 
 
-def transposed_window(padding: str, in_sizes: Sequence[int], out_sizes: Sequence[int],
-                      kernel: Sequence[int], stride: Sequence[int]
-                      ) -> tuple[list[int], list[int]] | Failure:
-    """TOSA's out_pad [before0, after0, before1, after1] and the input sizes
-    that reach the output, per spatial dim of a 2-D transposed convolution.
+def transposed_window(op: Op, in_sizes: Sequence[int], out_sizes: Sequence[int],
+                      kernel: Sequence[int]
+                      ) -> tuple[list[int], list[int], list[int]] | Failure:
+    """TOSA's out_pad [before0, after0, before1, after1], the stride and the
+    input sizes that reach the output of TRANSPOSE_CONV `op` (its padding and
+    stride_h / stride_w attributes).
 
     reference_ops::TransposeConv writes input row y, tap ky to output
     y * stride - pad + ky and drops what falls outside: out_pad_before = -pad,
@@ -130,15 +131,16 @@ def transposed_window(padding: str, in_sizes: Sequence[int], out_sizes: Sequence
     falls past the end contribute nothing: they are cut, so that out_pad_after
     stays above -kernel (TOSA ERROR_IF).
     """
+    stride = per_axis_attribute(op, "stride_{}", "hw")
     out_pad: list[int] = []
     used: list[int] = []
     for size, out, k, s in zip(in_sizes, out_sizes, kernel, stride):
-        before = transposed_pad_before(padding, out, k, s)
+        before = transposed_pad_before(op.attrs.get("padding"), out, k, s)
         if isinstance(before, Failure):
-            return before
+            return Failure(f"{op.name}: {before.reason}")
         size = min(size, (out - 1 + before) // s + 1)
         used.append(size)
         out_pad += [-before, out - ((size - 1) * s + k) + before]
     if any(p <= -k for p, k in zip(out_pad, (kernel[0], kernel[0], kernel[1], kernel[1]))):
-        return Failure(f"output {list(out_sizes)} is not reachable")
-    return out_pad, used
+        return Failure(f"{op.name}: output {list(out_sizes)} is not reachable")
+    return out_pad, stride, used

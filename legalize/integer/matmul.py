@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.conv import matmul_operands
+from legalize.conv import matmul_operands, transposed_channels_refusal
 from legalize.integer.conv import accumulate, conv_operands, scaled_output
 from legalize.integer.support import (
     accumulator_type,
@@ -39,7 +39,7 @@ from legalize.integer.support import (
 )
 from legalize.quantized import rescale_from_i32, rounding_mode
 from legalize.registry import pattern
-from legalize.window import per_axis_attribute, transposed_window, trimmed_input
+from legalize.window import transposed_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
@@ -127,17 +127,14 @@ def transpose_conv_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if refused := _bias_refusal(op, q_in):
         return refused
     result = tensor_type(op.results[0])
-    _, ih, iw, channels = tensor_type(op.operands[2]).shape
+    _, ih, iw, _ = tensor_type(op.operands[2]).shape
     oc, kh, kw, ic = weights.shape
-    if ic != channels or result.shape[3] != oc:
-        return Failure(f"{op.name}: weights {[oc, kh, kw, ic]} do not fit input {channels} "
-                       f"/ output {result.shape[3]} channels")
-    stride = per_axis_attribute(op, "stride_{}", "hw")
-    window = transposed_window(op.attrs.get("padding"), (ih, iw), result.shape[1:3], (kh, kw),
-                               stride)
+    if (refused := transposed_channels_refusal(op, oc, ic)) is not None:
+        return refused
+    window = transposed_window(op, (ih, iw), result.shape[1:3], (kh, kw))
     if isinstance(window, Failure):
-        return Failure(f"{op.name}: {window.reason}")
-    out_pad, used = window
+        return window
+    out_pad, stride, used = window
     accumulated = accumulate(rw, op, operands, "tosa.transpose_conv2d",
                              trimmed_input(rw, op.operands[2], used), None, result.shape,
                              bias_index=3, out_pad=out_pad, stride=stride)
