@@ -30,9 +30,10 @@ one from negative values (round half up of x - 1 is half away from zero of x).
 
 Peephole weights (int16, VectorBatchVectorCwiseProductAccumulate: the gate
 plus MBQM(w_c * c), saturated; the output gate sees the new cell state) and
-the projection (int8 MATMUL of the hidden state with the bias plus hidden_zp
-times the weights' row sums, MBQM, the output state's zero point, then
-CwiseClipping of the stored values) are reproduced too; TFL LSTM (one step)
+the projection (the hidden state stored with zero point -hidden_zp, int8
+MATMUL with the bias plus hidden_zp times the weights' row sums, MBQM, the
+output state's zero point, then CwiseClipping of the stored values) are
+reproduced too; TFL LSTM (one step)
 shares the lowering. Refused (Failure, so the float fallback takes them):
 layer norm, the 8x8->8 kernel, int16 activations (16x8), hybrid and dynamic
 shapes. TFLite has no integer BIDIRECTIONAL_SEQUENCE_LSTM kernel (int8 weights
@@ -560,7 +561,7 @@ class StepConstants:
     sigmoid_row: Value                # [1, 1, 1] i32
     cell_row: Value                   # [1, 1, 1] i32: the cell state's tanh row
     hidden_multiplier: tuple[int, int]
-    peephole: dict[str, Value]        # gate -> [1, 1, width] i16
+    peephole: dict[str, tuple[Value, float]]  # gate -> ([1, 1, width] i16, scale)
     projection: Value | None          # [1, width, output_width] i8
 
 
@@ -575,8 +576,8 @@ def step_constants(rw: Rewriter, p: IntegerLstm) -> StepConstants:
     # |o * tanh(c)| < 2^30 must be a valid apply_scale_32 input.
     if multiplier and shift < 32:
         raise UnsupportedScale(f"hidden scale {p.hidden.scale!r} needs RESCALE shift {shift}")
-    peephole = {gate: build.const(rw, weights.reshape(1, 1, -1).astype(np.int16), i16)
-                for gate, (weights, _) in (p.peephole or {}).items()}
+    peephole = {gate: (build.const(rw, weights.reshape(1, 1, -1).astype(np.int16), i16), scale)
+                for gate, (weights, scale) in (p.peephole or {}).items()}
     projection = None if p.projection is None else \
         build.const(rw, p.projection.weights[np.newaxis].astype(np.int8), i8)
     return StepConstants(
@@ -605,11 +606,11 @@ def input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> 
     return split_steps(rw, widened, time_major)
 
 
-def _with_peephole(rw: Rewriter, p: IntegerLstm, k: StepConstants, gate: str, pre: Value,
-                   c: Value) -> Value:
-    """VectorBatchVectorCwiseProductAccumulate: pre + MBQM(w_c * c), saturated to int16."""
-    product = build.mul(rw, c, k.peephole[gate])
-    scaled = _scaled(rw, product, (p.peephole[gate][1],), p.width, 1 << 30, i32)  # type: ignore[index]
+def _with_peephole(rw: Rewriter, k: StepConstants, gate: str, pre: Value, c: Value) -> Value:
+    """VectorBatchVectorCwiseProductAccumulate: pre + MBQM(w_c * c), saturated to int16
+    (|w_c * c| <= 2^30)."""
+    weights, scale = k.peephole[gate]
+    scaled = _scaled(rw, build.mul(rw, c, weights), (scale,), 1, 1 << 30, i32)
     return _saturating_add(rw, pre, scaled)
 
 
@@ -673,7 +674,7 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
     column = {name: i * p.width for i, name in enumerate(p.gates)}
     if p.peephole is not None:  # input and forget gates see the previous cell state
         parts = [_columns(rw, total, column[g], p.width) for g in p.gates]
-        parts = [_with_peephole(rw, p, k, g, part, c) if g in ("input", "forget") else part
+        parts = [_with_peephole(rw, k, g, part, c) if g in ("input", "forget") else part
                  for g, part in zip(p.gates, parts)]
         total = build.op(rw, "tosa.concat", parts, tensor_type(total), axis=2)
     activated = _lookup(rw, k.tables, total, k.gate_rows)
@@ -681,7 +682,7 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
     cell = _cell_update(rw, p, gate, c)
     output_gate = gate["output"]
     if p.peephole is not None:  # the output gate sees the new cell state
-        pre = _with_peephole(rw, p, k, "output",
+        pre = _with_peephole(rw, k, "output",
                              _columns(rw, total, column["output"], p.width),
                              build.cast(rw, cell, i16))
         output_gate = _lookup(rw, k.tables, pre, k.sigmoid_row)
