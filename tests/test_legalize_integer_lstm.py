@@ -290,3 +290,39 @@ def test_fixed_point_activations_at_exact_points() -> None:
     assert np.array_equal(hyperbolic[zero - positive], -hyperbolic[zero + positive])
     assert abs(sigmoid[-1] - 32768 / (1 + np.exp(-8 + 2 ** -12))) <= 2
     assert abs(hyperbolic[-1] - 32768 * np.tanh(8 - 2 ** -12)) <= 2
+
+
+# ---------------------------------------------------------------------------
+# Random configurations (long run)
+
+
+def random_config(rng: np.random.Generator) -> Int8Lstm:
+    """Any combination the lowering covers: sizes, layout, CIFG, peephole, projection,
+    clips, every cell scale, and scales and zero points drawn across their ranges."""
+    n_cell = int(rng.integers(1, 9))
+    n_output = int(rng.integers(1, 9)) if rng.integers(2) else None
+    return Int8Lstm(
+        batch=int(rng.integers(1, 4)), steps=int(rng.integers(1, 6)),
+        n_input=int(rng.integers(1, 6)), n_cell=n_cell, n_output=n_output,
+        projection_bias=bool(rng.integers(2)), proj_clip=float(rng.choice([0.0, 0.1, 0.5])),
+        cifg=bool(rng.integers(2)),
+        peephole=bool(rng.integers(2)) and n_output in (None, n_cell),
+        time_major=bool(rng.integers(2)),
+        cell_clip=float(rng.choice([0.0, 0.3, 1.0, 10.0])),
+        cell_exponent=int(rng.integers(-15, -8)),
+        input_q=(float(rng.uniform(0.002, 0.1)), int(rng.integers(-128, 128))),
+        weight_scale=float(rng.uniform(0.001, 0.05)), weight_max=int(rng.integers(1, 128)),
+        bias_max=int(rng.choice([0, 100, 5000, 100000])),
+        state_q=(float(rng.uniform(0.002, 0.05)), int(rng.integers(-128, 128))),
+        hidden_q=(float(rng.uniform(0.002, 0.05)),
+                  int(rng.choice([-128, 127, int(rng.integers(-128, 128))]))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(40))
+def test_random_int8_lstm_matches_tflite(seed: int, builder, tmp_path: Path) -> None:
+    rng = np.random.default_rng(seed)
+    config, one_step = random_config(rng), bool(rng.integers(4) == 0)
+    path = int8_lstm(builder, tmp_path / f"random_{seed}.tflite", config, seed=seed,
+                     one_step=one_step)
+    check_model(path, allowed_paths=("integer",), runs=1, seed=seed)
