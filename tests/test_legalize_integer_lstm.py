@@ -14,13 +14,14 @@ Zoo models come from the TFLite converter (TANH, cell clip 10, cell scale
 major, CIFG, peephole weights, a projection (with and without bias, clipped;
 TF 2.20 stores the hidden state with zero point -hidden_zp on that path), the
 one-step LSTM op, gate scales above one (MultiplyByQuantizedMultiplier's left
-shift), no cell clip, every cell scale
-TFLite accepts (2^-15 .. 2^-9, i.e. tanh of Q0 .. Q6), zero points on every
-int8 tensor, a hidden-state quantization other than the output's (TFLite
-copies the stored hidden values into the output), and a sweep whose gate
+shift), no cell clip, every cell scale TFLite accepts (2^-15 .. 2^-9, i.e. tanh
+of Q0 .. Q6), zero points on every int8 tensor, a hidden-state quantization
+other than the output's (TFLite copies the stored hidden values into the
+output), exact halves for each rounding step, and a sweep whose gate
 pre-activations cover most of the int16 range (every activation lookup is
-checked against TFLite at those points). TFLite's kernels overwrite their
-variable state, so each check compares a first invocation (runs=1).
+checked against TFLite at those points); a long run adds random
+configurations. TFLite's kernels overwrite their variable state, so each check
+compares a first invocation (runs=1).
 """
 
 from __future__ import annotations
