@@ -42,7 +42,7 @@ from legalize.elementwise import Elementwise, first_failure
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
-    _take_every,
+    take_every,
     concat,
     fresh,
     pad_with,
@@ -405,7 +405,7 @@ def _window_slice(rw: Rewriter, x: Value, offset: Sequence[int], strides: Sequen
     part = slice_of(rw, x, offset, size)
     for axis, (n, s) in enumerate(zip(out_shape, strides)):
         if s > 1 and n > 1:
-            part = _take_every(rw, part, axis, s, n)
+            part = take_every(rw, part, axis, s, n)
     return part
 
 

@@ -194,7 +194,7 @@ def fold_constant(rw: Rewriter, op: Op, array: np.ndarray) -> list[Value]:
     return [rw.op("tosa.const", [], t.with_shape(values.shape), values=values)]
 
 
-def _take_every(rw: Rewriter, x: Value, axis: int, step: int, count: int) -> Value:
+def take_every(rw: Rewriter, x: Value, axis: int, step: int, count: int) -> Value:
     """Elements 0, step, 2*step, ... (`count` of them) along `axis` of `x`.
 
     x is viewed as [outer, count, step, inner] (PADded at the end of `axis` if

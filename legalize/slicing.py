@@ -13,7 +13,7 @@ from legalize.common import tensor_type
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
-    _take_every,
+    take_every,
     finish,
     int_list,
     normalize_axis,
@@ -156,7 +156,7 @@ def strided_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
     x = slice_of(rw, x, start, size)
     for axis, (_, k, n) in enumerate(axes):
         if abs(k) > 1 and n > 1:
-            x = _take_every(rw, x, axis, abs(k), n)
+            x = take_every(rw, x, axis, abs(k), n)
         elif shape_of(x)[axis] != n:
             x = slice_along(rw, x, axis, 0, n)
     for axis, (_, k, n) in enumerate(axes):

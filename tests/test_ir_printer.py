@@ -7,7 +7,6 @@ as the independent check that it is valid MLIR meaning what we intended.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -17,22 +16,6 @@ from tfl2tosa.ir.printer import format_dense, format_value, print_graph, print_m
 from tfl2tosa.ir.types import DYNAMIC, TensorType, f32, i8, i32
 
 T = TensorType((2, 3), f32)
-
-
-@pytest.fixture(scope="module")
-def mlir():
-    """Parse (and re-print) MLIR text with TensorFlow's MLIR; raise ValueError on errors."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    def run(text: str, pipeline: str = "", locations: bool = False) -> str:
-        try:
-            return tf.mlir.experimental.run_pass_pipeline(text, pipeline,
-                                                          show_debug_info=locations)
-        except tf.errors.OpError as error:
-            raise ValueError(error.message) from None
-
-    return run
 
 
 def add_module() -> Module:

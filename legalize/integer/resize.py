@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from legalize.common import constant_value
-from legalize.integer.support import i32_scalar, integer_pattern, require_per_tensor, tensor_type
+from legalize.common import constant_value, scalar
+from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
 from legalize.quantized import SINGLE_ROUND, rescale_by_multiplier
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -135,7 +135,7 @@ def _binary(rw: Rewriter, name: str, a: Value, b: Value | int, **attrs: object) 
     """An elementwise op on i32 `a`; an int `b` becomes a broadcast constant."""
     t = tensor_type(a)
     if isinstance(b, int):
-        b = i32_scalar(rw, b, len(t.shape))
+        b = scalar(rw, b, i32, len(t.shape))
     return build.op(rw, name, [a, b], t, **attrs)
 
 

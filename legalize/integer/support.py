@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from legalize.common import constant_value, is_none, scalar
+from legalize.common import constant_value, is_none
 from legalize.quantized import UnsupportedScale
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, PatternResult, Rewriter
@@ -139,11 +139,6 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
                                                storage_type(t.element).bits == 32):
         return Failure(f"{op.name}: run-time bias {t.element} for a {acc} accumulator")
     return bias if len(t.shape) == 1 else build.reshape(rw, bias, (channels,))
-
-
-def i32_scalar(rw: Rewriter, value: int, rank: int) -> Value:
-    """An i32 `common.scalar` (kept for integer/resize.py, which still imports it)."""
-    return scalar(rw, value, i32, rank)
 
 
 def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None
