@@ -442,3 +442,6 @@ def test_mixed_quantization_gives_the_real_valued_answer(tmp_path, case: MixedCa
     report = validate(path, module=module, conversion=conversion, inputs=[inputs])
     assert not report.passed and report.fallback_ops
     assert not any(o.exact for o in report.outputs)
+    # ... and tells the user why: the note names the op and TFLite's raw choice.
+    (note,) = report.notes
+    assert note.startswith(f"tfl.{case.op.lower()} at ") and "ignoring the scales" in note

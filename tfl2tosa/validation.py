@@ -139,6 +139,7 @@ class ValidationReport:
     outputs: list[OutputComparison] = field(default_factory=list)
     first_divergence: str | None = None
     fallback_ops: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -149,6 +150,15 @@ class ValidationReport:
         data = asdict(self)
         data["passed"] = self.passed
         return data
+
+
+# Their integer patterns take any operand quantization equal to the output's; with
+# another one they fall back and compute on real values, while TFLite's kernels
+# pick among the stored integers as if the scales were equal.
+RAW_CHOICE_OPS = frozenset({"tfl.maximum", "tfl.minimum", "tfl.select", "tfl.select_v2"})
+RAW_CHOICE_NOTE = ("its inputs are quantized unlike its output; TFLite picks among the "
+                   "stored integers ignoring the scales, we pick among the real values, "
+                   "so a mismatch here is TFLite's raw-integer answer")
 
 
 def _interpreter(model: bytes, *, reference: bool = True) -> tuple[Any, str]:
@@ -341,6 +351,8 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     outcomes = conversion.outcomes if conversion is not None else []
     report.fallback_ops = [f"{o['op_name']} at {o['loc']}" for o in outcomes
                            if o["path"] == "fallback"]
+    report.notes = [f"{o['op_name']} at {o['loc']}: {RAW_CHOICE_NOTE}" for o in outcomes
+                    if o["path"] == "fallback" and o["op_name"] in RAW_CHOICE_OPS]
     tfl_ops = {o["op_name"] for o in outcomes}
     hybrid = any(is_hybrid(o) for o in outcomes)
     family, bounds = float_tolerance(tfl_ops, hybrid=hybrid)

@@ -64,6 +64,7 @@ def to_markdown(report: ValidationReport) -> str:
         lines.append(f"\nfirst diverging tensor: `{report.first_divergence}`")
     if report.fallback_ops:
         lines.append(f"\nops lowered through the float fallback: {len(report.fallback_ops)}")
+    lines.extend(f"\nnote: {note}" for note in report.notes)
     return "\n".join(lines)
 
 
@@ -89,4 +90,6 @@ def _print_table(report: ValidationReport) -> None:
         console.print(f"first diverging tensor: {report.first_divergence}")
     if report.fallback_ops:
         console.print(f"{len(report.fallback_ops)} op(s) took the float fallback")
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
     console.print("[green]PASS[/]" if report.passed else "[red]FAIL[/]")
