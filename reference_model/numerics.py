@@ -38,15 +38,33 @@ def _violations(condition: ArrayLike) -> str:
     return f" ({int(condition.size - np.count_nonzero(condition))} of {condition.size} elements)"
 
 
+def holds_everywhere(condition: ArrayLike) -> bool:
+    """all(condition); Python and numpy booleans skip numpy's reduction machinery."""
+    if isinstance(condition, np.ndarray):
+        return bool(condition.all())
+    if isinstance(condition, (bool, np.bool_)):
+        return bool(condition)
+    return bool(np.all(condition))
+
+
+def holds_anywhere(condition: ArrayLike) -> bool:
+    """any(condition), as holds_everywhere."""
+    if isinstance(condition, np.ndarray):
+        return bool(condition.any())
+    if isinstance(condition, (bool, np.bool_)):
+        return bool(condition)
+    return bool(np.any(condition))
+
+
 def require(condition: ArrayLike, message: str) -> None:
     """Raise SpecRequire unless `condition` holds for every element."""
-    if not np.all(condition):
+    if not holds_everywhere(condition):
         raise SpecRequire(f"REQUIRE failed: {message}{_violations(condition)}")
 
 
 def error_if(condition: ArrayLike, message: str) -> None:
     """Raise SpecErrorIf if `condition` holds for any element."""
-    if np.any(condition):
+    if holds_anywhere(condition):
         raise SpecErrorIf(f"ERROR_IF: {message}")
 
 
@@ -93,7 +111,10 @@ def saturate(x: ArrayLike, bits: int, unsigned: bool = False) -> IntArray:
 
 def require_fits(x: ArrayLike, bits: int, what: str) -> None:
     x = np.asarray(x)
-    require((x >= int_min(bits)) & (x <= int_max(bits)), f"{what} fits int{bits}")
+    # Two reductions instead of two comparison arrays; the elementwise test only
+    # runs to count the violations for the message.
+    if x.size and (x.min() < int_min(bits) or x.max() > int_max(bits)):
+        require((x >= int_min(bits)) & (x <= int_max(bits)), f"{what} fits int{bits}")
 
 
 # ---------------------------------------------------------------------------
@@ -293,7 +314,7 @@ def rescale(value: ArrayLike, multiplier: ArrayLike, shift: ArrayLike,
     shift = as_int64(shift).reshape(-1)
     in_zp = int(np.asarray(input_zp).reshape(-1)[0])
     out_zp = int(np.asarray(output_zp).reshape(-1)[0])
-    _check_rescale(in_bits, out_bits, in_zp, out_zp, scale32, rounding_mode,
+    check_rescale_attributes(in_bits, out_bits, in_zp, out_zp, scale32, rounding_mode,
                    per_channel, input_unsigned, output_unsigned, value.ndim)
     channels = value.shape[-1] if per_channel else 1
     error_if(multiplier.size != channels or shift.size != channels,
@@ -330,7 +351,7 @@ def inexact_round_bounds(value: ArrayLike, multiplier: ArrayLike, shift: ArrayLi
     return low.astype(np.int64), high.astype(np.int64)
 
 
-def _check_rescale(in_bits: int, out_bits: int, in_zp: int, out_zp: int, scale32: bool,
+def check_rescale_attributes(in_bits: int, out_bits: int, in_zp: int, out_zp: int, scale32: bool,
                    rounding_mode: str, per_channel: bool, input_unsigned: bool,
                    output_unsigned: bool, rank: int) -> None:
     # Zero points: i8 any; i16 only when unsigned, and then 0 or 32768 (compared

@@ -50,13 +50,23 @@ def t(values: Any, element: str) -> tuple[np.ndarray, str]:
 
 
 def run_ours(op_name: str, operands: list[Operand], outputs: list[tuple[tuple[int, ...], str]],
-             attrs: dict[str, Any] | None = None) -> list[np.ndarray]:
+             attrs: dict[str, Any] | None = None, *, as_const: frozenset[int] = frozenset()
+             ) -> list[np.ndarray]:
+    """Run one op; operands at the `as_const` positions are tosa.const ops (what a
+    converted model has for weights, zero points and RESCALE parameters), the others
+    graph inputs."""
     graph = Graph("main")
     values, feeds = [], []
     for i, operand in enumerate(operands):
         if isinstance(operand, Shape):
             const = graph.append(Op("tosa.const_shape", [], [ShapeType(len(operand.values))],
                                     {"values": list(operand.values)}))
+            values.append(const.result)
+        elif i in as_const:
+            array, element = operand
+            const = graph.append(Op("tosa.const", [], [TensorType(array.shape,
+                                                                  scalar_type(element))],
+                                    {"values": array}))
             values.append(const.result)
         else:
             array, element = operand
@@ -68,6 +78,29 @@ def run_ours(op_name: str, operands: list[Operand], outputs: list[tuple[tuple[in
                          attrs or {}, loc="test"))
     graph.set_outputs(op.results)
     return list(reference_model.run(graph, feeds).values())
+
+
+CONV_CONSTANTS = frozenset({1, 2, 3, 4})   # weight, bias, input_zp, weight_zp
+
+
+def run_both(op_name: str, operands: list[Operand], outputs: list[tuple[tuple[int, ...], str]],
+             attrs: dict[str, Any] | None = None,
+             as_const: frozenset[int] = CONV_CONSTANTS) -> list[np.ndarray]:
+    """run_ours with the `as_const` operands as graph inputs and as constants (converted
+    models have constant weights, which the plan prepares once): both must give the
+    same bits, or raise the same kind of error."""
+    outcomes = []
+    for constants in (frozenset(), as_const):
+        try:
+            outcomes.append(run_ours(op_name, operands, outputs, attrs, as_const=constants))
+        except (SpecErrorIf, SpecRequire) as exc:
+            outcomes.append(exc)
+    first, second = outcomes
+    if isinstance(first, Exception) or isinstance(second, Exception):
+        assert type(first) is type(second), (first, second)
+        raise first
+    assert_same(first, second)
+    return first
 
 
 def _ts():
@@ -212,7 +245,7 @@ def test_conv2d_i8_zero_points_and_padding_by_hand():
     # plus bias 100.
     x = np.arange(1, 10).reshape(1, 3, 3, 1)
     w = np.array([[1, -1], [2, 0]]).reshape(1, 2, 2, 1)
-    out = run_ours("CONV2D", conv2d_operands(x, w, [100], in_zp=-3, w_zp=1),
+    out = run_both("CONV2D", conv2d_operands(x, w, [100], in_zp=-3, w_zp=1),
                    [((1, 3, 3, 1), "i32")], conv_attrs(pad=(1, 0, 1, 0)))[0]
     np.testing.assert_array_equal(out[0, :, :, 0], [[96, 99, 99], [85, 89, 87], [76, 83, 81]])
 
@@ -225,7 +258,7 @@ def test_conv2d_stride_and_dilation_by_hand(el, w_el, out_el, acc):
     # + x[2oy+2][2ox+2] = 40 oy + 8 ox + 24.
     x = np.arange(25).reshape(1, 5, 5, 1)
     w = np.ones((1, 2, 2, 1))
-    out = run_ours("CONV2D", conv2d_operands(x, w, [0], el=el, w_el=w_el, out_el=out_el),
+    out = run_both("CONV2D", conv2d_operands(x, w, [0], el=el, w_el=w_el, out_el=out_el),
                    [((1, 2, 2, 1), out_el)], conv_attrs(stride=(2, 2), dilation=(2, 2), acc=acc))
     np.testing.assert_array_equal(out[0][0, :, :, 0], [[24, 32], [64, 72]])
 
@@ -234,9 +267,9 @@ def test_conv2d_bias_per_channel_or_broadcast():
     # 1x1 conv, 2 output channels with weights 1 and 2: out = [x + b0, 2x + b1].
     x = np.array([3]).reshape(1, 1, 1, 1)
     w = np.array([1, 2]).reshape(2, 1, 1, 1)
-    per_channel = run_ours("CONV2D", conv2d_operands(x, w, [10, 20]), [((1, 1, 1, 2), "i32")],
+    per_channel = run_both("CONV2D", conv2d_operands(x, w, [10, 20]), [((1, 1, 1, 2), "i32")],
                            conv_attrs())[0]
-    broadcast = run_ours("CONV2D", conv2d_operands(x, w, [10]), [((1, 1, 1, 2), "i32")],
+    broadcast = run_both("CONV2D", conv2d_operands(x, w, [10]), [((1, 1, 1, 2), "i32")],
                          conv_attrs())[0]
     assert per_channel.ravel().tolist() == [13, 26]
     assert broadcast.ravel().tolist() == [13, 16]
@@ -246,7 +279,7 @@ def test_conv2d_16x8_accumulates_in_48_bits():
     # 1000 channels of 32767 * 127 = 4161409000 > 2^31: exact in the int48 accumulator.
     x = np.full((1, 1, 1, 1000), 32767)
     w = np.full((1, 1, 1, 1000), 127)
-    out = run_ours("CONV2D", conv2d_operands(x, w, [5], el="i16", out_el="i48"),
+    out = run_both("CONV2D", conv2d_operands(x, w, [5], el="i16", out_el="i48"),
                    [((1, 1, 1, 1), "i48")], conv_attrs(acc="INT48"))[0]
     assert out.dtype == np.int64 and out.item() == 32767 * 127 * 1000 + 5
 
@@ -260,9 +293,9 @@ def test_conv2d_partial_sum_overflow_is_a_require_failure():
     w = np.concatenate([np.full(131100, -128), np.full(100, 127)]).reshape(1, 1, 1, -1)
     assert 131100 * 16384 - 100 * 16256 < 2**31 - 1 < 131100 * 16384
     with pytest.raises(SpecRequire):
-        run_ours("CONV2D", conv2d_operands(x, w, [0]), [((1, 1, 1, 1), "i32")], conv_attrs())
+        run_both("CONV2D", conv2d_operands(x, w, [0]), [((1, 1, 1, 1), "i32")], conv_attrs())
     # Reversed channel order: every partial sum fits, and so does the result.
-    out = run_ours("CONV2D", conv2d_operands(x, w[..., ::-1], [0]), [((1, 1, 1, 1), "i32")],
+    out = run_both("CONV2D", conv2d_operands(x, w[..., ::-1], [0]), [((1, 1, 1, 1), "i32")],
                    conv_attrs())[0]
     assert out.item() == 131100 * 16384 - 100 * 16256
 
@@ -271,14 +304,14 @@ def test_conv2d_output_size_must_be_exact():
     # (5 - 1 - (2 - 1)) / 2 = 1.5: ERROR_IF, the legalization must slice first.
     x, w = np.zeros((1, 5, 5, 1)), np.zeros((1, 2, 2, 1))
     with pytest.raises(SpecErrorIf):
-        run_ours("CONV2D", conv2d_operands(x, w, [0]), [((1, 2, 2, 1), "i32")],
+        run_both("CONV2D", conv2d_operands(x, w, [0]), [((1, 2, 2, 1), "i32")],
                  conv_attrs(stride=(2, 2)))
 
 
 def test_conv2d_zero_point_only_for_i8():
     x, w = np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 1, 1))
     with pytest.raises(SpecErrorIf):
-        run_ours("CONV2D", conv2d_operands(x, w, [0], in_zp=1, el="i16", out_el="i48"),
+        run_both("CONV2D", conv2d_operands(x, w, [0], in_zp=1, el="i16", out_el="i48"),
                  [((1, 1, 1, 1), "i48")], conv_attrs(acc="INT48"))
 
 
@@ -294,7 +327,7 @@ def test_depthwise_conv2d_by_hand():
     w = np.zeros((2, 2, 2, 2))
     w[:, :, 0, :] = [1, 2]
     w[:, :, 1, :] = [-1, -2]
-    out = run_ours("DEPTHWISE_CONV2D", conv2d_operands(x, w, [0, 0, 0, 0], in_zp=-1),
+    out = run_both("DEPTHWISE_CONV2D", conv2d_operands(x, w, [0, 0, 0, 0], in_zp=-1),
                    [((1, 2, 2, 4), "i32")], conv_attrs())[0]
     np.testing.assert_array_equal(out[0], [[[16, 32, -44, -88], [20, 40, -44, -88]],
                                            [[28, 56, -44, -88], [32, 64, -44, -88]]])
@@ -510,7 +543,7 @@ def test_conv2d_i8_matches_arm(case):
     operands = conv2d_operands(x, w, bias, in_zp, w_zp)
     outputs = [((shape[0], out_h, out_w, oc), "i32")]
     attrs = conv_attrs(pad, stride, dilation)
-    assert_same(run_ours("CONV2D", operands, outputs, attrs),
+    assert_same(run_both("CONV2D", operands, outputs, attrs),
                 run_arm("CONV2D", operands, outputs, attrs))
 
 
@@ -520,7 +553,7 @@ def test_depthwise_conv2d_i8_matches_arm():
     operands = conv2d_operands(x, w, rng.integers(-500, 500, size=6), -7, 4)
     outputs = [((1, 4, 4, 6), "i32")]
     attrs = conv_attrs((1, 1, 1, 1), (2, 2))
-    assert_same(run_ours("DEPTHWISE_CONV2D", operands, outputs, attrs),
+    assert_same(run_both("DEPTHWISE_CONV2D", operands, outputs, attrs),
                 run_arm("DEPTHWISE_CONV2D", operands, outputs, attrs))
 
 
@@ -555,7 +588,7 @@ def test_conv2d_16x8_matches_arm():
     operands = conv2d_operands(x, w, [7, -7], 0, 3, el="i16", out_el="i48")
     outputs = [((1, 3, 3, 2), "i48")]
     attrs = conv_attrs(acc="INT48")
-    assert_same(run_ours("CONV2D", operands, outputs, attrs),
+    assert_same(run_both("CONV2D", operands, outputs, attrs),
                 run_arm("CONV2D", operands, outputs, attrs))
 
 
@@ -652,5 +685,5 @@ def test_conv2d_i8_mobilenet_layer_is_fast():
     w = _random_int(rng, (32, 3, 3, 32), "i8")
     operands = conv2d_operands(x, w, np.zeros(32), -1, 0)
     start = time.perf_counter()
-    run_ours("CONV2D", operands, [((1, 112, 112, 32), "i32")], conv_attrs(pad=(1, 1, 1, 1)))
+    run_both("CONV2D", operands, [((1, 112, 112, 32), "i32")], conv_attrs(pad=(1, 1, 1, 1)))
     assert time.perf_counter() - start < 1.0

@@ -219,8 +219,54 @@ RESCALE_CASES = [
                                                          "_outu" if c[6] else "")
                               for c in RESCALE_CASES])
 def test_rescale_matches_arm(case):
+    # Parameters as graph inputs (the kernel) and as constants (as in converted models:
+    # the plan's prepared RESCALE decodes them once): both must equal Arm's results.
     rng = np.random.default_rng(hash(case) % 2**32)
     for _ in range(3):
         operands, outputs, attrs = _rescale_case(rng, *case)
-        assert_same(run_ours("RESCALE", operands, outputs, attrs),
-                    run_arm("RESCALE", operands, outputs, attrs))
+        arm = run_arm("RESCALE", operands, outputs, attrs)
+        assert_same(run_ours("RESCALE", operands, outputs, attrs), arm)
+        assert_same(run_ours("RESCALE", operands, outputs, attrs, as_const=RESCALE_PARAMETERS),
+                    arm)
+
+
+RESCALE_PARAMETERS = frozenset({1, 2, 3, 4})   # multiplier, shift, input_zp, output_zp
+
+
+@pytest.mark.parametrize("as_const", [frozenset(), RESCALE_PARAMETERS], ids=["inputs", "consts"])
+def test_rescale_requires_hold_with_constant_parameters(as_const):
+    # apply_scale_32: REQUIRE(value in [-2^(shift-1), 2^(shift-1))): 2^29 with shift 30.
+    operands = rescale_operands([1, 1 << 29], "i32", [1 << 30], [30], 0, 0, "i32")
+    with pytest.raises(SpecRequire, match="apply_scale_32"):
+        run_ours("RESCALE", operands, [((2,), "i32")], rescale_attrs(), as_const=as_const)
+    # The same value range passes when every value is inside it: 2^28 -> 2^28.
+    operands = rescale_operands([1, 1 << 28], "i32", [1 << 30], [30], 0, 0, "i32")
+    out = run_ours("RESCALE", operands, [((2,), "i32")], rescale_attrs(), as_const=as_const)
+    assert out[0].tolist() == [1, 1 << 28]
+    # apply_scale_16: REQUIRE(result fits int32): (2^31 - 1) * (2^15 - 1) >> 2 does not.
+    operands = rescale_operands([2**31 - 1], "i32", [2**15 - 1], [2], 0, 0, "i32",
+                                scale32=False)
+    with pytest.raises(SpecRequire, match="apply_scale_16"):
+        run_ours("RESCALE", operands, [((1,), "i32")], rescale_attrs(scale32=False),
+                 as_const=as_const)
+    # apply_add_s<int32>(result, output_zp): (4 * (2^31 - 1) + 2) >> 2 = 2^31 - 1 fits,
+    # + output_zp 127 does not.
+    operands = rescale_operands([0, 2**31 - 1], "i32", [4], [2], 0, 127, "i8", scale32=False)
+    with pytest.raises(SpecRequire, match="apply_add_s"):
+        run_ours("RESCALE", operands, [((2,), "i8")], rescale_attrs(scale32=False),
+                 as_const=as_const)
+
+
+@pytest.mark.parametrize("as_const", [frozenset(), RESCALE_PARAMETERS], ids=["inputs", "consts"])
+def test_rescale_double_round_by_hand(as_const):
+    # multiplier 2^30, shift 32: v / 4. shift > 31, so DOUBLE_ROUND's round is
+    # 2^31 + 2^30 for v >= 0 and 2^31 - 2^30 for v < 0 (apply_scale_32):
+    # v = 2: 2^31 + 2^31 + 2^30 >> 32 = 1;   v = -2: -2^31 + 2^31 - 2^30 >> 32 = -1;
+    # v = 6: 1.5 -> 2;  v = -6: -1.25 floors to -2. Single rounding (round 2^31) rounds
+    # halves up: 0.5 -> 1, -0.5 -> 0, 1.5 -> 2, -1.5 -> -1.
+    operands = rescale_operands([2, -2, 6, -6], "i32", [1 << 30], [32], 0, 0, "i32")
+    double = run_ours("RESCALE", operands, [((4,), "i32")],
+                      rescale_attrs(mode="DOUBLE_ROUND"), as_const=as_const)[0]
+    single = run_ours("RESCALE", operands, [((4,), "i32")], rescale_attrs(),
+                      as_const=as_const)[0]
+    assert double.tolist() == [1, -1, 2, -2] and single.tolist() == [1, 0, 2, -1]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from reference_model.numerics import holds_anywhere, holds_everywhere
 from tfl2tosa.errors import SpecErrorIf, SpecRequire
 from tfl2tosa.ir.types import ScalarType, ShapeType, TensorType, Type, storage_type
 
@@ -36,12 +37,12 @@ class KernelContext:
 
     def error_if(self, condition: Any, message: str) -> None:
         """Raise SpecErrorIf when a specification ERROR_IF condition holds."""
-        if bool(np.any(condition)):
+        if holds_anywhere(condition):
             raise SpecErrorIf(f"{self.where()}: ERROR_IF {message}")
 
     def require(self, condition: Any, message: str) -> None:
         """Raise SpecRequire unless a specification REQUIRE condition holds everywhere."""
-        if not bool(np.all(condition)):
+        if not holds_everywhere(condition):
             raise SpecRequire(f"{self.where()}: REQUIRE {message} does not hold")
 
     def expect_output_shape(self, shape: tuple[int, ...], index: int = 0) -> None:
@@ -73,6 +74,69 @@ class KernelContext:
 
 Kernel = Callable[[KernelContext], list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}
+
+
+@dataclass
+class StaticOp:
+    """What is known about an op before any run: a preparer's input."""
+
+    op_name: str
+    attrs: dict[str, Any]
+    input_types: list[Type]
+    output_types: list[Type]
+    loc: str = ""
+    # The operands that are CONST / CONST_SHAPE results, as arrays; None for the others.
+    constants: list[np.ndarray | None] = field(default_factory=list)
+
+    def where(self) -> str:
+        return f"{self.op_name} ({self.loc})" if self.loc else self.op_name
+
+    def static_shape(self, index: int, *, output: bool = False) -> tuple[int, ...] | None:
+        """The declared shape of an operand (or result) when every dimension is known."""
+        value_type = (self.output_types if output else self.input_types)[index]
+        if isinstance(value_type, TensorType) and value_type.is_static:
+            return tuple(value_type.shape)
+        return None
+
+    def element(self, index: int, *, output: bool = False) -> ScalarType | None:
+        value_type = (self.output_types if output else self.input_types)[index]
+        if not isinstance(value_type, TensorType):
+            return None
+        return storage_type(value_type.element)
+
+    def error_if(self, condition: Any, message: str) -> None:
+        """As KernelContext.error_if, for static checks (the preparer then gives up)."""
+        if holds_anywhere(condition):
+            raise SpecErrorIf(f"{self.where()}: ERROR_IF {message}")
+
+    def run_kernel(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The registered kernel on these operands: a prepared kernel's way to report
+        a data-dependent REQUIRE with the kernel's own error."""
+        return KERNELS[self.op_name](KernelContext(
+            op_name=self.op_name, inputs=inputs, attrs=self.attrs,
+            input_types=self.input_types, output_types=self.output_types, loc=self.loc))
+
+
+# A prepared kernel: operand arrays in, result arrays out, for one op whose static
+# facts (attributes, types, constant operands) were decoded and checked once.
+Prepared = Callable[[list[np.ndarray]], list[np.ndarray]]
+# A preparer returns the prepared kernel, or None when the op is not a case it
+# handles (the registered kernel then runs it). It must give exactly the kernel's
+# results and raise the kernel's errors for everything it does not rule out.
+PREPARERS: dict[str, Callable[[StaticOp], Prepared | None]] = {}
+
+
+def prepared(*names: str) -> Callable:
+    """Register a preparer for one or more specification op names."""
+
+    def register(fn: Callable[[StaticOp], Prepared | None]) -> Callable:
+        for name in names:
+            if name in PREPARERS:
+                raise RuntimeError(f"two preparers registered for {name}")
+            PREPARERS[name] = fn
+        return fn
+
+    return register
 
 
 def kernel(*names: str) -> Callable[[Kernel], Kernel]:

@@ -10,8 +10,17 @@ import math
 
 import numpy as np
 
-from reference_model.kernels import KernelContext, float64_compute, is_float_dtype, kernel
+from reference_model.kernels import (
+    KernelContext,
+    Prepared,
+    StaticOp,
+    float64_compute,
+    is_float_dtype,
+    kernel,
+    prepared,
+)
 from reference_model.kernels.elementwise_binary import float_max, float_min
+from tfl2tosa.ir.types import numpy_dtype
 
 
 @kernel("CLAMP")
@@ -52,3 +61,20 @@ def sigmoid(ctx: KernelContext) -> list[np.ndarray]:
 def tanh(ctx: KernelContext) -> list[np.ndarray]:
     x = ctx.inputs[0]
     return [float64_compute(np.tanh, x.dtype, x)]
+
+
+@prepared("CLAMP")
+def prepare_clamp(op: StaticOp) -> Prepared | None:
+    """Integer CLAMP with its bounds checked once (float CLAMP runs the kernel)."""
+    element = op.element(0)
+    if element is None or not element.is_integer:
+        return None
+    dtype = numpy_dtype(element)
+    low, high = int(op.attrs["min_val"]), int(op.attrs["max_val"])
+    info = np.iinfo(dtype)
+    if not (info.min <= low <= high <= info.max):
+        return None
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.clip(operands[0], low, high).astype(dtype, copy=False)]
+    return run

@@ -6,9 +6,11 @@ multiples) arrive as 1-D int64 arrays.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from reference_model.kernels import KernelContext, kernel
+from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
 
 
 def _ints(values: np.ndarray) -> list[int]:
@@ -90,3 +92,40 @@ def transpose(ctx: KernelContext) -> list[np.ndarray]:
     ctx.error_if(sorted(perms) != list(range(x.ndim)),
                  f"perms {perms} is not a permutation of 0..{x.ndim - 1}")
     return [np.transpose(x, perms).copy()]
+
+
+# ---------------------------------------------------------------------------
+# Prepared forms: constant shape operands and static shapes checked once
+
+
+@prepared("RESHAPE")
+def prepare_reshape(op: StaticOp) -> Prepared | None:
+    shape = op.constants[1] if len(op.constants) > 1 else None
+    in_shape, out_shape = op.static_shape(0), op.static_shape(0, output=True)
+    if shape is None or in_shape is None:
+        return None
+    new_shape = tuple(_ints(shape))
+    if any(d < 0 for d in new_shape) or math.prod(new_shape) != math.prod(in_shape) \
+            or new_shape != out_shape:
+        return None
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [operands[0].reshape(new_shape)]
+    return run
+
+
+@prepared("SLICE")
+def prepare_slice(op: StaticOp) -> Prepared | None:
+    start, size = (op.constants[1:3] + [None, None])[:2]
+    in_shape = op.static_shape(0)
+    if start is None or size is None or in_shape is None:
+        return None
+    start, size = _ints(start), _ints(size)
+    if len(start) != len(in_shape) or len(size) != len(in_shape) or any(
+            s < 0 or n <= 0 or s + n > d for s, n, d in zip(start, size, in_shape)):
+        return None
+    window = tuple(slice(s, s + n) for s, n in zip(start, size))
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [operands[0][window].copy()]
+    return run

@@ -15,12 +15,16 @@ import numpy as np
 from reference_model import numerics
 from reference_model.kernels import (
     KernelContext,
+    Prepared,
+    StaticOp,
     broadcast_shape,
     float64_compute,
     float_compute,
     is_float_dtype,
     kernel,
+    prepared,
 )
+from tfl2tosa.ir.types import numpy_dtype
 
 
 def _operands(ctx: KernelContext) -> tuple[np.ndarray, np.ndarray]:
@@ -184,3 +188,109 @@ def table(ctx: KernelContext) -> list[np.ndarray]:
     ctx.error_if(lookup.shape != (513,), f"an i16 table has 513 entries, not {lookup.shape}")
     # apply_lookup_s: a 16.7 fixed-point result in i32.
     return [numerics.table_i16(values, lookup).astype(np.int32)]
+
+
+# ---------------------------------------------------------------------------
+# Prepared forms: static shapes and constant operands checked once
+
+
+def static_broadcast(op: StaticOp) -> bool:
+    """True if every operand and the result have static shapes that the specification's
+    broadcast_shape accepts and that give the declared result shape."""
+    shapes = [op.static_shape(i) for i in range(2)]
+    out = op.static_shape(0, output=True)
+    if out is None or any(s is None or len(s) != len(out) for s in shapes):
+        return False
+    return all(all(d in (1, o) for d, o in zip(s, out)) for s in shapes) and all(
+        max(dims) == o
+        for *dims, o in zip(*shapes, out))
+
+
+_FLOAT32 = np.dtype(np.float32)
+_INT32_RANGE = (numerics.int_min(32), numerics.int_max(32))
+
+
+@prepared("ADD", "SUB")
+def prepare_add_sub(op: StaticOp) -> Prepared | None:
+    """fp32: numpy's own (correctly rounded) float32 arithmetic, which is what
+    float_compute computes for fp32. int32: exact int64 sum, REQUIRE checked by min/max."""
+    if not static_broadcast(op):
+        return None
+    fn = np.add if op.op_name == "ADD" else np.subtract
+    dtype = numpy_dtype(op.input_types[0].element)
+    if dtype == _FLOAT32:
+        def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
+            with np.errstate(all="ignore"):
+                return [fn(operands[0], operands[1])]
+        return run_float
+    if dtype != np.int32:
+        return None
+    low, high = _INT32_RANGE
+
+    def run_int(operands: list[np.ndarray]) -> list[np.ndarray]:
+        result = fn(operands[0].astype(np.int64), operands[1])
+        if result.size and (result.min() < low or result.max() > high):
+            return op.run_kernel(operands)  # reports apply_add_s / apply_sub_s
+        return [result.astype(np.int32)]
+    return run_int
+
+
+@prepared("MUL")
+def prepare_mul(op: StaticOp) -> Prepared | None:
+    """Constant shift. fp32 as ADD; i8/i16 products are exact in int32; i32 with shift 0
+    keeps the product's low 32 bits (astype wraps), with a shift it is mul_with_shift."""
+    if not static_broadcast(op) or len(op.constants) < 3 or op.constants[2] is None:
+        return None
+    shift = int(np.asarray(op.constants[2]).reshape(-1)[0])
+    dtype = numpy_dtype(op.input_types[0].element)
+    if not 0 <= shift <= 63 or (shift and dtype != np.int32):
+        return None  # a REQUIRE fails: the kernel reports it
+    if dtype == _FLOAT32:
+        def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
+            with np.errstate(all="ignore"):
+                return [np.multiply(operands[0], operands[1])]
+        return run_float
+    if dtype in (np.int8, np.int16):
+        def run_narrow(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [np.multiply(operands[0], operands[1], dtype=np.int32)]
+        return run_narrow
+    if dtype != np.int32:
+        return None
+    if shift == 0:
+        def run_wrapping(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [np.multiply(operands[0], operands[1], dtype=np.int64).astype(np.int32)]
+        return run_wrapping
+
+    def run_shifted(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [numerics.mul_with_shift(operands[0], operands[1], shift).astype(np.int32)]
+    return run_shifted
+
+
+@prepared("TABLE")
+def prepare_table(op: StaticOp) -> Prepared | None:
+    """Constant table. int8: one lookup through the stored byte (index x + 128 is the
+    byte x ^ 0x80). int16: apply_lookup with the 512 slopes checked once."""
+    lookup = op.constants[1] if len(op.constants) > 1 else None
+    shape = op.static_shape(0)
+    if lookup is None or shape is None or op.static_shape(0, output=True) != shape:
+        return None
+    element = op.element(0)
+    if element.name == "i8" and lookup.shape == (256,):
+        by_byte = numerics.as_int64(lookup)[np.arange(256) ^ 0x80].astype(np.int8)
+
+        def run_i8(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [by_byte[operands[0].view(np.uint8)]]
+        return run_i8
+    if element.name != "i16" or lookup.shape != (513,):
+        return None
+    table = numerics.sign_extend(lookup, 16)
+    slopes = table[1:] - table[:-1]
+    if slopes.min() < numerics.int_min(16) or slopes.max() > numerics.int_max(16):
+        return None  # some input may hit a slope REQUIRE: the kernel checks it
+    bases = table[:-1] << 7
+
+    def run_i16(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x = operands[0].astype(np.int64)
+        index = (x + 32768) >> 7
+        return [(bases[index] + slopes[index] * (x & 0x7F)).astype(np.int32)]
+    return run_i16

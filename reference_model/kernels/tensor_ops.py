@@ -25,7 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference_model import numerics
-from reference_model.kernels import KernelContext, float_compute, kernel
+from reference_model.kernels import (
+    KernelContext,
+    Prepared,
+    StaticOp,
+    float_compute,
+    kernel,
+    prepared,
+)
 from tfl2tosa.ir.types import DYNAMIC, ScalarType, TensorType, numpy_dtype, scalar_type
 from tfl2tosa.tosa.ops import ACC_TYPE_ELEMENT
 
@@ -579,3 +586,185 @@ def rfft2d(ctx: KernelContext) -> list[np.ndarray]:
     imag[:, rows[:, None], cols[None, :]] = 0.0
     dtype = _output_dtype(ctx)
     return [numerics.round_to_float(result.real, dtype), numerics.round_to_float(imag, dtype)]
+
+
+# ---------------------------------------------------------------------------
+# Prepared CONV2D and DEPTHWISE_CONV2D: constant weights decoded once
+#
+# A converted model's weights, bias and zero points are constants, and its
+# shapes are static, so everything but the input is known before a run: the
+# window, the centered weights as a matrix in the exact work dtype, and whether
+# any partial sum or the bias addition could leave int32. The work dtype and the
+# partial-sum test use the input type's whole range (|x - zp| <= 255 for int8),
+# which bounds what the kernel computes from the data, so results are the
+# kernel's; cases that would need the exact partial-sum check, int64 work, or a
+# patch matrix past _PATCH_LIMIT are left to the kernel.
+
+
+@dataclass(frozen=True)
+class _ConvSetup:
+    window: _Window
+    input_shape: tuple[int, ...]
+    work: type                       # float32 / float64: exact for integers, fp64 for floats
+    in_zp: float
+    integer: bool
+    accumulation: _Accumulation
+    bias: np.ndarray                 # int64 (integers) or the output float type
+    bias_check: bool                 # apply_add_s<out_t>(acc, bias) may leave out_t
+    out_dtype: np.dtype
+    out_bits: int
+
+
+def _conv_setup(op: StaticOp, weight_taps: int, weight_channels: int, channels: int,
+                out_channels: int) -> tuple[_ConvSetup, np.ndarray] | None:
+    """Shared set-up; returns it with the centered weights (int64 or float64), or None."""
+    x_shape, out_shape = op.static_shape(0), op.static_shape(0, output=True)
+    weight, bias, in_zp_array, w_zp_array = op.constants[1:5]
+    if x_shape is None or out_shape is None or weight is None or bias is None \
+            or in_zp_array is None or w_zp_array is None or len(x_shape) != 4:
+        return None
+    in_element, w_element = op.element(0), op.element(1)
+    accumulation = _accumulation(_static_acc_type(op))
+    integer = accumulation.integer
+    if integer != in_element.is_integer or in_zp_array.size != 1 or w_zp_array.size != 1:
+        return None
+    in_zp = in_zp_array.reshape(-1)[0].item()
+    w_zp = w_zp_array.reshape(-1)[0].item()
+    if (in_element.name != "i8" and in_zp != 0) or (w_element.name != "i8" and w_zp != 0):
+        return None
+    kernel_hw = weight.shape[1:3] if op.op_name == "CONV2D" else weight.shape[0:2]
+    window = _window(op, x_shape[1:3], kernel_hw, op.attrs["pad"], op.attrs["stride"],
+                     op.attrs["dilation"], out_shape[1:3])
+    bias = np.asarray(bias).reshape(-1)
+    if bias.size not in (1, out_channels) or x_shape[3] != weight_channels \
+            or out_shape[3] != out_channels:
+        return None
+    wc = _centered(weight, w_zp, integer)
+    out_element = op.element(0, output=True)
+    out_dtype = numpy_dtype(op.output_types[0].element)
+    terms = weight_taps * channels
+    if not integer:
+        return _ConvSetup(window, x_shape, np.float64, float(in_zp), False, accumulation,
+                          bias.astype(out_dtype), False, out_dtype, 0), wc
+    info = np.iinfo(numpy_dtype(in_element))
+    x_bound = max(info.max - in_zp, in_zp - info.min)
+    w_bound = _max_abs(wc)
+    work = _exact_dtype(terms, x_bound, w_bound)
+    if work is np.int64 or _needs_partial_sum_check(terms, x_bound, w_bound,
+                                                    accumulation.acc_bits):
+        return None
+    bias64 = numerics.as_int64(bias)
+    largest = terms * x_bound * w_bound + (_max_abs(bias64) if bias64.size else 0)
+    return _ConvSetup(window, x_shape, work, in_zp, True, accumulation, bias64,
+                      largest > numerics.int_max(out_element.bits), out_dtype,
+                      out_element.bits), wc
+
+
+def _static_acc_type(op: StaticOp) -> ScalarType:
+    acc_type = op.attrs.get("acc_type")
+    op.error_if(acc_type not in ACC_TYPE_ELEMENT, f"unknown acc_type {acc_type!r}")
+    return scalar_type(ACC_TYPE_ELEMENT[acc_type])
+
+
+def _padded_input(x: np.ndarray, setup: _ConvSetup) -> np.ndarray:
+    """x - input_zp in the work dtype, zero-padded: a zeros array and one slice write
+    (np.pad costs more than the arithmetic on small tensors)."""
+    (top, bottom), (left, right) = setup.window.pad
+    if not (top or bottom or left or right):
+        centered = x.astype(setup.work)
+        if setup.in_zp:
+            centered -= setup.in_zp
+        return centered
+    n, h, w, c = x.shape
+    padded = np.zeros((n, h + top + bottom, w + left + right, c), setup.work)
+    inner = padded[:, top:top + h, left:left + w]
+    inner[...] = x
+    if setup.in_zp:
+        inner -= setup.in_zp
+    return padded
+
+
+def _finish_prepared(op: StaticOp, setup: _ConvSetup, acc: np.ndarray,
+                     operands: list[np.ndarray]) -> list[np.ndarray]:
+    if not setup.integer:
+        rounded = numerics.round_to_float(acc, setup.accumulation.acc_dtype)
+        as_out = numerics.round_to_float(rounded.astype(np.float64), setup.out_dtype)
+        return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
+    total = acc.astype(np.int64)
+    total += setup.bias
+    if setup.bias_check and total.size and (
+            total.min() < numerics.int_min(setup.out_bits)
+            or total.max() > numerics.int_max(setup.out_bits)):
+        return op.run_kernel(operands)  # reports apply_add_s's REQUIRE
+    return [total.astype(setup.out_dtype)]
+
+
+@prepared("CONV2D")
+def prepare_conv2d(op: StaticOp) -> Prepared | None:
+    """CONV2D with constant weights: one matrix product over the im2col patches."""
+    weight = op.constants[1] if len(op.constants) > 1 else None
+    if weight is None or weight.ndim != 4:
+        return None
+    taps = weight.shape[1] * weight.shape[2]
+    found = _conv_setup(op, taps, weight.shape[3], weight.shape[3], weight.shape[0])
+    if found is None:
+        return None
+    setup, wc = found
+    window = setup.window
+    n, channels = setup.input_shape[0], setup.input_shape[3]
+    out_channels = weight.shape[0]
+    terms = taps * channels
+    if n * int(np.prod(window.out)) * terms > _PATCH_LIMIT:
+        return None
+    # The kernel's own operand layout, so BLAS sums float products in the same order.
+    matrix = wc.astype(setup.work).reshape(out_channels, terms).T
+    out_shape = (n,) + window.out + (out_channels,)
+    direct = taps == 1 and window.stride == (1, 1)
+    tap_list = list(window.taps())
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        padded = _padded_input(operands[0], setup)
+        if direct:
+            patches = padded
+        else:
+            patches = np.empty((n,) + window.out + (taps, channels), setup.work)
+            for i, tap in enumerate(tap_list):
+                patches[..., i, :] = window.tap_view(padded, tap)
+        acc = (patches.reshape(-1, terms) @ matrix).reshape(out_shape)
+        return _finish_prepared(op, setup, acc, operands)
+
+    return run
+
+
+@prepared("DEPTHWISE_CONV2D")
+def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
+    """DEPTHWISE_CONV2D with constant weights: one multiply-add per kernel tap."""
+    weight = op.constants[1] if len(op.constants) > 1 else None
+    if weight is None or weight.ndim != 4:
+        return None
+    found = _conv_setup(op, weight.shape[0] * weight.shape[1], weight.shape[2], 1,
+                        weight.shape[2] * weight.shape[3])
+    if found is None:
+        return None
+    setup, wc = found
+    window = setup.window
+    channels, multiplier = weight.shape[2], weight.shape[3]
+    out_shape = (setup.input_shape[0],) + window.out + (channels * multiplier,)
+    # Each tap's weights, shaped to broadcast over [N, OH, OW, C] (or [.., C, M]).
+    tap_weights = [(tap, wc[tap].astype(setup.work).reshape(channels)
+                    if multiplier == 1 else wc[tap].astype(setup.work))
+                   for tap in window.taps()]
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        padded = _padded_input(operands[0], setup)
+        acc = None
+        for tap, weights in tap_weights:
+            view = window.tap_view(padded, tap)
+            term = view * weights if multiplier == 1 else view[..., None] * weights
+            if acc is None:
+                acc = term
+            else:
+                acc += term
+        return _finish_prepared(op, setup, acc.reshape(out_shape), operands)
+
+    return run

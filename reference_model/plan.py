@@ -1,0 +1,333 @@
+"""Execution plans: a graph compiled once into a list of steps over numbered slots.
+
+Compiling does, once per graph, everything that does not depend on the data:
+the op's specification name and kernel, the type-mode ERROR_IF check, each
+operand's and result's slot (a list index instead of a dict lookup), the dtype
+and shape every result must have, and the values of CONST and CONST_SHAPE ops,
+which are computed at compile time and sit in their slots before a run starts.
+A kernel with a `prepared` form (see `reference_model.kernels.PREPARERS`) also
+decodes its attributes and constant operands here and checks what is static.
+
+A plan holds no run state: variables, intermediates and REQUIRE bookkeeping
+belong to the evaluator that runs it. Errors found while compiling are kept on
+the step and raised when the step runs, so a run reports them exactly where
+and when an op-by-op run would (an op in a branch never taken never fails).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from reference_model.kernels import KERNELS, PREPARERS, KernelContext, StaticOp
+from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire
+from tfl2tosa.ir.core import Graph, Op, Value
+from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
+from tfl2tosa.tosa.ops import BY_MLIR, OPS, Arg, OpDef
+
+# Runs another graph of the module by name (control flow): inputs -> outputs.
+GraphRunner = Callable[[str, list[np.ndarray]], list[np.ndarray]]
+# One step's work: operand arrays, the run's variables and graph runner -> result arrays.
+StepCall = Callable[[list[np.ndarray], dict[str, np.ndarray], GraphRunner], list[np.ndarray]]
+
+_FOLDED = frozenset({"CONST", "CONST_SHAPE"})
+
+
+@dataclass(frozen=True)
+class ResultCheck:
+    """What one result must be: its slot, numpy dtype, and declared shape."""
+
+    slot: int
+    value: Value
+    dtype: np.dtype | None
+    static_shape: tuple[int, ...] | None   # the declared shape when fully static
+    declared: tuple[int, ...] | None       # the declared shape (may hold DYNAMIC)
+
+
+@dataclass
+class Step:
+    op: Op
+    where: str
+    operands: tuple[int, ...]
+    results: tuple[ResultCheck, ...]
+    call: StepCall
+    error: Exception | None = None          # found at compile time, raised when run
+
+
+@dataclass
+class GraphPlan:
+    graph: Graph
+    slot_count: int
+    input_slots: tuple[int, ...]
+    output_slots: tuple[int, ...]
+    steps: list[Step]
+    initial: list[Any]                      # constants folded in, None elsewhere
+    slot_of: dict[int, int] = field(default_factory=dict)   # id(value) -> slot
+    output_error: ReferenceModelError | None = None
+
+
+def compile_graph(graph: Graph) -> GraphPlan:
+    """Compile one graph; never raises for a bad op (its step raises when run)."""
+    slot_of: dict[int, int] = {}
+    for value in graph.inputs:
+        slot_of.setdefault(id(value), len(slot_of))
+    steps: list[Step] = []
+    initial_values: dict[int, np.ndarray] = {}
+    for op in graph.ops:
+        missing = [v for v in op.operands if id(v) not in slot_of]
+        for value in op.results:
+            slot_of[id(value)] = len(slot_of)
+        step = _step(op, slot_of, missing, initial_values)
+        folded = _fold_constant(step) if step.error is None else None
+        if folded is None:
+            steps.append(step)
+        else:
+            initial_values.update(zip((check.slot for check in step.results), folded))
+    initial: list[Any] = [None] * len(slot_of)
+    for slot, array in initial_values.items():
+        initial[slot] = array
+    output_error = None
+    undefined = [v.name for v in graph.outputs if id(v) not in slot_of]
+    if undefined:
+        output_error = ReferenceModelError(f"graph {graph.name!r} returns {undefined}, which "
+                                           "it does not define")
+    return GraphPlan(graph, len(slot_of), tuple(slot_of[id(v)] for v in graph.inputs),
+                     tuple(slot_of.get(id(v), -1) for v in graph.outputs), steps, initial,
+                     slot_of, output_error)
+
+
+def _step(op: Op, slot_of: dict[int, int], missing: list[Value],
+          constants: dict[int, np.ndarray]) -> Step:
+    where = f"{op.name} at {op.loc}" if op.loc else op.name
+    results = tuple(_result_check(slot_of[id(v)], v) for v in op.results)
+    operands = tuple(slot_of.get(id(v), -1) for v in op.operands)
+    step = Step(op, where, operands, results, _never)
+    if missing:
+        step.error = ReferenceModelError(f"{where} uses {missing[0].name!r}, which is not "
+                                         "defined earlier in its graph")
+        return step
+    try:
+        spec_name = specification_name(op)
+        step.where = f"{spec_name} ({op.loc})" if op.loc else spec_name
+        _check_type_mode_once(op, OPS[spec_name])
+    except (ReferenceModelError, SpecErrorIf) as exc:
+        step.error = exc
+        return step
+    known = [constants.get(slot) for slot in operands]
+    step.call = _prepared_call(op, spec_name, known) or _generic_call(op, spec_name)
+    return step
+
+
+def _never(operands: list[np.ndarray], variables: dict[str, np.ndarray],
+           run_graph: GraphRunner) -> list[np.ndarray]:
+    raise AssertionError("a step with a compile-time error has no call")
+
+
+def _generic_call(op: Op, spec_name: str) -> StepCall:
+    kernel = KERNELS[spec_name]
+    attrs, loc = op.attrs, op.loc
+    input_types = [v.type for v in op.operands]
+    output_types = [v.type for v in op.results]
+
+    def call(operands: list[np.ndarray], variables: dict[str, np.ndarray],
+             run_graph: GraphRunner) -> list[np.ndarray]:
+        return kernel(KernelContext(
+            op_name=spec_name, inputs=operands, attrs=attrs, input_types=input_types,
+            output_types=output_types, loc=loc, run_graph=run_graph, variables=variables))
+
+    return call
+
+
+def _prepared_call(op: Op, spec_name: str, constants: list[np.ndarray | None]
+                   ) -> StepCall | None:
+    preparer = PREPARERS.get(spec_name)
+    if preparer is None:
+        return None
+    static = StaticOp(op_name=spec_name, attrs=op.attrs,
+                      input_types=[v.type for v in op.operands],
+                      output_types=[v.type for v in op.results], loc=op.loc,
+                      constants=constants)
+    try:
+        fast = preparer(static)
+    except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
+        return None
+    if fast is None:
+        return None
+
+    def call(operands: list[np.ndarray], variables: dict[str, np.ndarray],
+             run_graph: GraphRunner) -> list[np.ndarray]:
+        return fast(operands)
+
+    return call
+
+
+def _fold_constant(step: Step) -> list[np.ndarray] | None:
+    """Run a CONST / CONST_SHAPE step now; None if it is no constant or fails (the step
+    then stays and reports the failure when the run reaches it)."""
+    if specification_name_or_none(step.op) not in _FOLDED:
+        return None
+    try:
+        results = step.call([], {}, _no_graphs)
+        return check_results(step, results)
+    except (SpecErrorIf, SpecRequire, ReferenceModelError):
+        return None
+
+
+def _no_graphs(name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    raise ReferenceModelError("a constant runs no graph")
+
+
+def check_results(step: Step, results: list[np.ndarray]) -> list[np.ndarray]:
+    """The kernel's results, checked against the op's declared types."""
+    if len(results) != len(step.results):
+        raise ReferenceModelError(f"{step.where}: the kernel made {len(results)} results, "
+                                  f"the op declares {len(step.results)}")
+    checked = []
+    for array, check in zip(results, step.results):
+        array = np.asarray(array)
+        if check.dtype is not None and array.dtype != check.dtype:
+            raise ReferenceModelError(
+                f"{step.where}: result {check.value.name!r} is {array.dtype}, the graph "
+                f"declares {check.value.type} (reference model kernel bug)")
+        if array.shape != check.static_shape and not shape_matches(array.shape,
+                                                                    check.declared):
+            raise SpecErrorIf(f"{step.where}: result {check.value.name!r} has shape "
+                              f"{list(array.shape)} but the graph declares {check.value.type}")
+        checked.append(array)
+    return checked
+
+
+def _result_check(slot: int, value: Value) -> ResultCheck:
+    declared = declared_shape(value.type)
+    static = declared if declared is not None and DYNAMIC not in declared else None
+    return ResultCheck(slot, value, expected_dtype(value.type), static, declared)
+
+
+# ---------------------------------------------------------------------------
+# Op names and type modes
+
+
+def specification_name(op: Op) -> str:
+    """The TOSA specification name of `op`, or ReferenceModelError if it is no TOSA op."""
+    name = specification_name_or_none(op)
+    if name is None or name not in KERNELS:
+        where = f" at {op.loc}" if op.loc else ""
+        raise ReferenceModelError(f"{op.name}{where} is not a TOSA operator the reference "
+                                  "model can run")
+    return name
+
+
+def specification_name_or_none(op: Op) -> str | None:
+    opdef = BY_MLIR.get(op.name)
+    if opdef is not None:
+        return opdef.name
+    # `tosa.<name in lower case>` names every TOSA 1.0 op; used when the op
+    # table does not list the op (e.g. while it is being filled in).
+    return op.opname.upper() if op.dialect == "tosa" else None
+
+
+# Argument type variables that name one element type (specification argument tables).
+_FIXED_TYPES = {"i8_t": "i8", "i16_t": "i16", "i32_t": "i32", "bool_t": "i1"}
+
+
+def _typed_pairs(args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, Value]]:
+    """Each value with its argument; a tensor list takes the values left over."""
+    pairs: list[tuple[Arg, Value]] = []
+    rest = list(values)
+    for position, arg in enumerate(args):
+        if arg.kind == "tensor_list":
+            take = len(rest) - (len(args) - position - 1)
+            pairs += [(arg, v) for v in rest[:take]]
+            rest = rest[take:]
+        elif rest:
+            pairs.append((arg, rest.pop(0)))
+    return pairs
+
+
+# Op name and operand / result types that passed check_type_mode: the check depends on
+# nothing else, and models repeat the same few signatures many times.
+_VALID_SIGNATURES: set[tuple] = set()
+_SIGNATURE_LIMIT = 1 << 14
+
+
+def _check_type_mode_once(op: Op, opdef: OpDef) -> None:
+    try:
+        signature = (op.name, tuple(v.type for v in op.operands),
+                     tuple(v.type for v in op.results))
+        known = signature in _VALID_SIGNATURES
+    except TypeError:  # a type that cannot be hashed: check every time
+        check_type_mode(op, opdef)
+        return
+    if known:
+        return
+    check_type_mode(op, opdef)
+    if len(_VALID_SIGNATURES) >= _SIGNATURE_LIMIT:
+        _VALID_SIGNATURES.clear()
+    _VALID_SIGNATURES.add(signature)
+
+
+def check_type_mode(op: Op, opdef: OpDef) -> None:
+    """ERROR_IF the op's operand or result count is not the operator's, or its element
+    types are no type mode of the operator (in any profile)."""
+    where = f"{opdef.name} ({op.loc})" if op.loc else opdef.name
+    for what, args, values in (("operands", opdef.inputs, op.operands),
+                               ("results", opdef.outputs, op.results)):
+        fixed = sum(1 for a in args if a.kind != "tensor_list")
+        listed = any(a.kind == "tensor_list" for a in args)
+        if len(values) < fixed or (not listed and len(values) != fixed):
+            raise SpecErrorIf(f"{where}: ERROR_IF {len(values)} {what}, {opdef.name} takes "
+                              f"{fixed}{' or more' if listed else ''}")
+    bound: dict[str, str] = {}
+    for arg, value in _typed_pairs(opdef.inputs, op.operands) + \
+            _typed_pairs(opdef.outputs, op.results):
+        if not isinstance(value.type, TensorType) or not arg.type_var or arg.kind == "shape":
+            continue
+        element = storage_type(value.type.element).name
+        wanted = _FIXED_TYPES.get(arg.type_var, bound.get(arg.type_var, element))
+        if element != wanted:
+            raise SpecErrorIf(f"{where}: ERROR_IF {arg.name} is {element}, must be {wanted} "
+                              f"({arg.type_var})")
+        bound.setdefault(arg.type_var, element)
+    if opdef.modes and not any(all(mode.types.get(var, element) == element
+                                   for var, element in bound.items())
+                               for mode in opdef.modes):
+        types = ", ".join(f"{var}={element}" for var, element in bound.items())
+        raise SpecErrorIf(f"{where}: ERROR_IF element types ({types}) are no type mode of "
+                          f"{opdef.name}")
+
+
+# ---------------------------------------------------------------------------
+# Declared types
+
+
+def expected_dtype(value_type: Type) -> np.dtype | None:
+    if isinstance(value_type, TensorType):
+        try:
+            return _numpy_dtype(value_type.element)
+        except TypeError:  # an element type that cannot be hashed
+            return numpy_dtype(value_type.element)
+    if isinstance(value_type, ShapeType):
+        return np.dtype(np.int64)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _numpy_dtype(element: Any) -> np.dtype:
+    return numpy_dtype(element)
+
+
+def declared_shape(value_type: Type) -> tuple[int, ...] | None:
+    if isinstance(value_type, ShapeType):
+        return (value_type.rank,)
+    return value_type.shape if isinstance(value_type, TensorType) else None
+
+
+def shape_matches(shape: tuple[int, ...], declared: tuple[int, ...] | None) -> bool:
+    if declared is None:
+        return True
+    return len(shape) == len(declared) and all(d == DYNAMIC or d == s
+                                               for s, d in zip(shape, declared))

@@ -1,0 +1,126 @@
+"""Execution plans: compile once, run many times; prepared kernels on whole models.
+
+Every architecture of the model zoo (models/arch) is converted, written to a
+`.tosa` file and run from those bytes on Arm's reference model and on ours
+(compiled, with the prepared kernels): integer outputs must be identical, float
+outputs close. Ours must also give the same bits with the prepared kernels
+switched off, so a prepared kernel never changes a result the kernel gives.
+The rest are small graphs worked out by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from arm import run_arm
+
+import reference_model
+from reference_model.evaluator import CompiledModel
+from tfl2tosa.errors import ReferenceModelError, SpecErrorIf
+from tfl2tosa.ir import Graph, Module, Op, TensorType, scalar_type
+from tfl2tosa.ir.types import numpy_dtype, storage_type
+from tfl2tosa.tosa.writer import write_tosa
+
+ARCH_MODELS = sorted((Path(__file__).resolve().parents[1] / "models" / "arch").glob("*.tflite"))
+I32, I8 = scalar_type("i32"), scalar_type("i8")
+
+
+def _random_inputs(module: Module, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = []
+    for value in module.main.inputs:
+        shape = tuple(1 if d < 0 else d for d in value.type.shape)
+        dtype = numpy_dtype(storage_type(value.type.element))
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            feeds.append(rng.integers(max(info.min, -128), min(info.max, 127), size=shape,
+                                      endpoint=True).astype(dtype))
+        else:
+            feeds.append(rng.standard_normal(shape).astype(dtype))
+    return feeds
+
+
+@pytest.mark.parametrize("path", ARCH_MODELS, ids=[p.stem for p in ARCH_MODELS])
+def test_zoo_model_from_bytes_matches_arm_and_the_unprepared_kernels(path, monkeypatch):
+    from tfl2tosa.pipeline import convert
+
+    module, _ = convert(path)
+    data = write_tosa(module)
+    feeds = _random_inputs(module, seed=len(path.stem))
+    compiled = reference_model.compile(data)
+    ours = list(compiled.run(feeds).values())
+    again = list(compiled.run(feeds).values())          # a plan is reusable
+    with monkeypatch.context() as patch:
+        patch.setattr("reference_model.kernels.PREPARERS", {})
+        patch.setattr("reference_model.plan.PREPARERS", {})
+        plain = list(reference_model.run(data, feeds).values())
+    arm = run_arm(data, feeds, [a.dtype for a in ours])
+    assert arm.status == "valid", arm.message
+    for mine, second, kernel, theirs in zip(ours, again, plain, arm.outputs):
+        np.testing.assert_array_equal(mine, second)
+        np.testing.assert_array_equal(mine, kernel)
+        theirs = np.asarray(theirs).reshape(mine.shape)
+        if mine.dtype.kind in "iub":
+            np.testing.assert_array_equal(mine, theirs)
+        else:
+            # Arm accumulates float dot products in its own order; ours rounds the
+            # exact sum once. Both are within the specification's bounds.
+            np.testing.assert_allclose(mine.astype(np.float64), theirs.astype(np.float64),
+                                       rtol=1e-3, atol=1e-3)
+
+
+def _add_graph() -> Graph:
+    graph = Graph("main")
+    x = graph.add_input("x", TensorType((2,), I32))
+    one = graph.append(Op("tosa.const", [], [TensorType((2,), I32)],
+                          {"values": np.int32([1, 1])}, result_names=["one"]))
+    total = graph.append(Op("tosa.add", [x, one.result], [TensorType((2,), I32)],
+                            result_names=["total"]))
+    graph.set_outputs([total.result])
+    return graph
+
+
+def test_a_compiled_model_runs_many_inputs():
+    compiled = reference_model.compile(_add_graph())
+    assert isinstance(compiled, CompiledModel)
+    assert compiled.run([np.int32([1, 2])])["total"].tolist() == [2, 3]
+    assert compiled.run([np.int32([-5, 7])])["total"].tolist() == [-4, 8]
+    assert reference_model.run(compiled, {"x": [0, 0]})["total"].tolist() == [1, 1]
+
+
+def test_intermediates_include_folded_constants_in_order():
+    result = reference_model.run(_add_graph(), [np.int32([3, 4])], keep_intermediates=True)
+    assert list(result) == ["total", "x", "one"]
+    assert result["one"].tolist() == [1, 1]
+
+
+def test_variables_start_afresh_on_every_run_of_a_compiled_model():
+    graph = Graph("main")
+    x = graph.add_input("x", TensorType((1,), I8))
+    graph.append(Op("tosa.variable", [], [], {"name": "state", "var_shape": [1], "type": "i8",
+                                              "initial_value": np.int8([5])}))
+    before = graph.append(Op("tosa.variable_read", [], [TensorType((1,), I8)],
+                             {"name": "state"}, result_names=["before"]))
+    graph.append(Op("tosa.variable_write", [x], [], {"name": "state"}))
+    graph.set_outputs([before.result])
+    compiled = reference_model.compile(graph)
+    assert compiled.run([np.int8([9])])["before"].tolist() == [5]
+    assert compiled.run([np.int8([7])])["before"].tolist() == [5]
+
+
+def test_errors_found_while_compiling_are_raised_when_the_op_runs():
+    # ADD has no i8 type mode: compiling succeeds, the run reports the ERROR_IF.
+    graph = Graph("main")
+    x = graph.add_input("x", TensorType((1,), I8))
+    bad = graph.append(Op("tosa.add", [x, x], [TensorType((1,), I8)], loc="bad"))
+    graph.set_outputs([bad.result])
+    compiled = reference_model.compile(graph)
+    with pytest.raises(SpecErrorIf, match="no type mode of ADD"):
+        compiled.run([np.int8([1])])
+
+
+def test_an_empty_module_cannot_be_compiled():
+    with pytest.raises(ReferenceModelError, match="no graphs"):
+        reference_model.compile(Module())
