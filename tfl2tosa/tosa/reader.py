@@ -15,6 +15,13 @@ that write / read such a tensor become `tosa.variable_write` /
 
 Any malformed input (not a flatbuffer, wrong identifier, truncated, dangling
 names, unknown enum values) raises TosaFileError with a one-line reason.
+
+Tables are read through `_Table`, a small direct reader of the flatbuffer
+layout (vtables, offsets, vectors) with precompiled struct formats: the
+generated accessors cost several microseconds per field, which made reading
+slower than running a small model. The generated code stays the one source of
+field positions: each field's vtable slot is taken from its `...Add<Field>`
+builder function.
 """
 
 from __future__ import annotations
@@ -35,6 +42,124 @@ from tfl2tosa.tosa.fbs import tosa_generated as fb
 from tfl2tosa.tosa.fbs.encoding import ELEMENT_BY_DTYPE, decode_data, decode_shape
 
 FILE_IDENTIFIER = b"TOSA"
+
+_I32 = struct.Struct("<i").unpack_from
+_U8 = struct.Struct("<B").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_SCALARS = {"Bool": _U8, "Uint8": _U8, "Int32": _I32, "Uint32": _U32, "Uint64": _U64}
+
+
+class _Table:
+    """One flatbuffer table: fields by vtable slot (the field's index in the schema).
+
+    Reads past the end raise struct.error, IndexError or ValueError, which
+    read_tosa reports as a corrupt file.
+    """
+
+    __slots__ = ("data", "pos", "vtable", "vtable_size")
+
+    def __init__(self, data: bytes, pos: int) -> None:
+        vtable = pos - _I32(data, pos)[0]
+        if vtable < 0:  # struct would read a negative offset from the end
+            raise IndexError("vtable before the start of the buffer")
+        self.data, self.pos, self.vtable = data, pos, vtable
+        self.vtable_size = _U16(data, vtable)[0]
+
+    def _field(self, slot: int) -> int:
+        """The field's absolute position, 0 if absent."""
+        entry = 4 + 2 * slot
+        if entry >= self.vtable_size:
+            return 0
+        offset = _U16(self.data, self.vtable + entry)[0]
+        return self.pos + offset if offset else 0
+
+    def _target(self, slot: int) -> int:
+        """Where an offset field (string, vector, table) points, 0 if absent."""
+        at = self._field(slot)
+        return at + _U32(self.data, at)[0] if at else 0
+
+    def has(self, slot: int) -> bool:
+        return self._field(slot) != 0
+
+    def scalar(self, slot: int, unpack: Any, default: Any = 0) -> Any:
+        at = self._field(slot)
+        return unpack(self.data, at)[0] if at else default
+
+    def table(self, slot: int) -> _Table | None:
+        at = self._target(slot)
+        return _Table(self.data, at) if at else None
+
+    def string(self, slot: int) -> bytes | None:
+        at = self._target(slot)
+        return _string_at(self.data, at) if at else None
+
+    def vector(self, slot: int) -> tuple[int, int]:
+        """(start of the elements, element count); (0, 0) if absent."""
+        at = self._target(slot)
+        return (at + 4, _U32(self.data, at)[0]) if at else (0, 0)
+
+    def tables(self, slot: int) -> list[_Table]:
+        start, count = self.vector(slot)
+        data = self.data
+        return [_Table(data, at + _U32(data, at)[0])
+                for at in range(start, start + 4 * _checked(count, data), 4)]
+
+    def strings(self, slot: int) -> list[str]:
+        start, count = self.vector(slot)
+        data = self.data
+        return [_string_at(data, at + _U32(data, at)[0]).decode("utf-8")
+                for at in range(start, start + 4 * _checked(count, data), 4)]
+
+    def array(self, slot: int, dtype: str) -> np.ndarray | None:
+        """A vector of scalars as a read-only numpy view of the buffer; None if absent."""
+        at = self._target(slot)
+        if not at:
+            return None
+        return np.frombuffer(self.data, dtype=dtype, count=_U32(self.data, at)[0],
+                             offset=at + 4)
+
+
+def _string_at(data: bytes, at: int) -> bytes:
+    length = _U32(data, at)[0]
+    if at + 4 + length > len(data):
+        raise IndexError("string runs past the end of the buffer")
+    return data[at + 4:at + 4 + length]
+
+
+def _checked(count: int, data: bytes) -> int:
+    # Every element takes at least 4 bytes (an offset), so a longer vector is corrupt.
+    if count * 4 > len(data):
+        raise TosaFileError(f"corrupt .tosa file: a vector claims {count} entries")
+    return count
+
+
+class _SlotRecorder:
+    """Stands in for a flatbuffers Builder: records which slot an Add<Field> writes."""
+
+    slot: int = -1
+    method: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        def record(slot: int, *_: Any) -> None:
+            self.slot, self.method = slot, name
+        return record
+
+
+def _slot(table: str, field_name: str) -> tuple[int, str]:
+    """(vtable slot, scalar kind such as "Int32", or "UOffsetTRelative") of a field."""
+    recorder = _SlotRecorder()
+    # flatc keeps a leading underscore: `_major` is added by VersionAdd_Major.
+    suffix = "_" * (len(field_name) - len(field_name.lstrip("_"))) + _camel(field_name)
+    getattr(fb, f"{table}Add{suffix}")(recorder, 0)
+    return recorder.slot, recorder.method.removeprefix("Prepend").removesuffix("Slot")
+
+
+def _slots(table: str, *fields: str) -> dict[str, int]:
+    return {name: _slot(table, name)[0] for name in fields}
+
+
 
 _OP_BY_ENUM = {d.fbs_op: d for d in tosa_ops.OPS.values()}
 _ENUM_NAMES = {
@@ -77,6 +202,29 @@ def _text(raw: bytes | None) -> str:
     return "" if raw is None else raw.decode("utf-8")
 
 
+_GRAPH = _slots("TosaGraph", "version", "regions")
+_VERSION = _slots("Version", "_major", "_minor", "_patch", "_draft")
+_REGION = _slots("TosaRegion", "name", "blocks")
+_BLOCK = _slots("TosaBasicBlock", "name", "operators", "tensors", "inputs", "outputs", "shapes")
+_TENSOR = _slots("TosaTensor", "name", "shape", "type", "data", "variable", "is_unranked",
+                 "variable_name", "offset", "size")
+_SHAPE = _slots("TosaShape", "name", "rank", "data")
+_OPERATOR = _slots("TosaOperator", "op", "attribute_type", "attribute", "inputs", "outputs",
+                   "location")
+_LOCATION = _slots("OpLocation", "text")
+
+
+_ATTRIBUTE_SLOTS: dict[tuple[str, str], tuple[int, str]] = {}
+
+
+def _attribute_slot(table_name: str, field_name: str) -> tuple[int, str]:
+    key = (table_name, field_name)
+    found = _ATTRIBUTE_SLOTS.get(key)
+    if found is None:
+        found = _ATTRIBUTE_SLOTS[key] = _slot(table_name, field_name)
+    return found
+
+
 @dataclass
 class _TensorInfo:
     type: TensorType
@@ -87,34 +235,40 @@ class _TensorInfo:
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self.root = fb.TosaGraph.GetRootAs(data, 0)
+        self.root = _Table(data, _U32(data, 0)[0])
         self.declared_variables: set[str] = set()
+        self._types: dict[tuple, TensorType] = {}
 
-    def _length(self, count: int, what: str) -> int:
-        # Every element takes at least 4 bytes (an offset), so a longer vector is corrupt.
-        if count * 4 > len(self.data):
-            raise TosaFileError(f"corrupt .tosa file: {what} claims {count} entries")
-        return count
+    def tensor_type(self, shape: tuple[int, ...] | None, element: Any) -> TensorType:
+        """One TensorType per distinct shape and element (types are immutable, and
+        building one checks it)."""
+        key = (shape, element)
+        found = self._types.get(key)
+        if found is None:
+            found = self._types[key] = TensorType(shape, element)
+        return found
 
     def module(self) -> Module:
-        version = self.root.Version()
+        version = self.root.table(_GRAPH["version"])
         if version is None:
             raise TosaFileError("corrupt .tosa file: no version table")
-        major, minor = version._Major(), version._Minor()
+        major = version.scalar(_VERSION["_major"], _I32, -1)
+        minor = version.scalar(_VERSION["_minor"], _I32, -1)
         if major != 1:
             raise TosaFileError(f"TOSA version {major}.{minor} is not supported (need 1.x)")
         module = Module()
-        module.attrs["tosa_version"] = (f"{major}.{minor}.{version._Patch()}"
-                                        + ("d" if version._Draft() else ""))
-        for i in range(self._length(self.root.RegionsLength(), "regions")):
-            region = self.root.Regions(i)
-            name = _text(region.Name()) or f"region_{i}"
+        patch = version.scalar(_VERSION["_patch"], _I32, -1)
+        draft = version.scalar(_VERSION["_draft"], _U8, 1)
+        module.attrs["tosa_version"] = f"{major}.{minor}.{patch}" + ("d" if draft else "")
+        for i, region in enumerate(self.root.tables(_GRAPH["regions"])):
+            name = _text(region.string(_REGION["name"])) or f"region_{i}"
             if name in module.graphs:
                 raise TosaFileError(f"two regions are named {name!r}")
-            if region.BlocksLength() != 1:
-                raise TosaFileError(f"region {name!r} has {region.BlocksLength()} blocks; "
+            blocks = region.tables(_REGION["blocks"])
+            if len(blocks) != 1:
+                raise TosaFileError(f"region {name!r} has {len(blocks)} blocks; "
                                     "tfl2tosa reads one block per region")
-            module.add_graph(_BlockReader(self, name, region.Blocks(0)).graph())
+            module.add_graph(_BlockReader(self, name, blocks[0]).graph())
         if not module.graphs:
             raise TosaFileError("the .tosa file has no regions")
         self._check_graph_references(module)
@@ -128,13 +282,6 @@ class _Reader:
                 if attr.type == "graph" and op.attrs.get(attr.name) not in module.graphs:
                     raise TosaFileError(f"{op.name} names region {op.attrs.get(attr.name)!r}, "
                                         "which the file does not have")
-
-    @staticmethod
-    def vector(table: Any, field: str) -> np.ndarray | None:
-        """A [ubyte] field as a view of the file's bytes, or None if absent."""
-        if getattr(table, f"{field}IsNone")():
-            return None
-        return getattr(table, f"{field}AsNumpy")()
 
 
 class _BlockReader:
@@ -157,45 +304,43 @@ class _BlockReader:
                     self.reader.declared_variables.add(info.variable_name)
                     graph.append(self._variable_op(info))
                 self.variables[name] = info.variable_name
-        for i in range(self.reader._length(self.block.InputsLength(), "inputs")):
-            name = _text(self.block.Inputs(i))
+        for name in self.block.strings(_BLOCK["inputs"]):
             self._define(name, graph.add_input(name, self._tensor(name).type))
-        for i in range(self.reader._length(self.block.OperatorsLength(), "operators")):
-            graph.append(self._operator(self.block.Operators(i)))
-        graph.set_outputs(self._value(_text(self.block.Outputs(i)))
-                          for i in range(self.reader._length(self.block.OutputsLength(),
-                                                             "outputs")))
+        for operator in self.block.tables(_BLOCK["operators"]):
+            graph.append(self._operator(operator))
+        graph.set_outputs(self._value(name) for name in self.block.strings(_BLOCK["outputs"]))
         return graph
 
     # -- tables of tensors and shapes
 
     def _read_tensors(self) -> None:
-        for i in range(self.reader._length(self.block.TensorsLength(), "tensors")):
-            t = self.block.Tensors(i)
-            name = _text(t.Name())
+        for t in self.block.tables(_BLOCK["tensors"]):
+            name = _text(t.string(_TENSOR["name"]))
             if name in self.tensors:
                 raise TosaFileError(f"tensor {name!r} is listed twice")
-            if t.Offset() > 1 or t.Size() > 0:
+            if t.scalar(_TENSOR["offset"], _U64) > 1 or t.scalar(_TENSOR["size"], _U64) > 0:
                 raise TosaFileError(f"tensor {name!r} keeps its data outside the flatbuffer "
                                     "(files over 2 GB are not supported)")
-            element = ELEMENT_BY_DTYPE.get(t.Type())
+            dtype = t.scalar(_TENSOR["type"], _U32)
+            element = ELEMENT_BY_DTYPE.get(dtype)
             if element is None:
-                raise TosaFileError(f"tensor {name!r} has DType {t.Type()}, not a TOSA 1.0 type")
-            shape = None if t.IsUnranked() else tuple(
-                int(d) for d in (t.ShapeAsNumpy() if not t.ShapeIsNone() else ()))
-            raw = self.reader.vector(t, "Data")
-            variable = _text(t.VariableName()) if t.Variable() else None
-            self.tensors[name] = _TensorInfo(TensorType(shape, element),
+                raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
+            dims = t.array(_TENSOR["shape"], "<i4")
+            shape = None if t.scalar(_TENSOR["is_unranked"], _U8) else tuple(
+                dims.tolist() if dims is not None else ())
+            raw = t.array(_TENSOR["data"], "u1")
+            variable = (_text(t.string(_TENSOR["variable_name"]))
+                        if t.scalar(_TENSOR["variable"], _U8) else None)
+            self.tensors[name] = _TensorInfo(self.reader.tensor_type(shape, element),
                                              raw if raw is not None and raw.size else None,
                                              variable)
 
     def _read_shapes(self) -> None:
-        for i in range(self.reader._length(self.block.ShapesLength(), "shapes")):
-            s = self.block.Shapes(i)
-            name = _text(s.Name())
-            raw = self.reader.vector(s, "Data")
+        for s in self.block.tables(_BLOCK["shapes"]):
+            name = _text(s.string(_SHAPE["name"]))
+            raw = s.array(_SHAPE["data"], "u1")
             self.shapes[name] = decode_shape(raw if raw is not None else np.zeros(0, np.uint8),
-                                             s.Rank())
+                                             s.scalar(_SHAPE["rank"], _U32))
 
     def _tensor(self, name: str) -> _TensorInfo:
         try:
@@ -223,15 +368,14 @@ class _BlockReader:
     # -- operators
 
     def _operator(self, operator: Any) -> Op:
-        definition = _OP_BY_ENUM.get(operator.Op())
+        op_enum = operator.scalar(_OPERATOR["op"], _U32)
+        definition = _OP_BY_ENUM.get(op_enum)
         if definition is None:
-            raise TosaFileError(f"operator enum {operator.Op()} is not a TOSA 1.0 operator")
-        inputs = [_text(operator.Inputs(i))
-                  for i in range(self.reader._length(operator.InputsLength(), "op inputs"))]
-        outputs = [_text(operator.Outputs(i))
-                   for i in range(self.reader._length(operator.OutputsLength(), "op outputs"))]
-        location = operator.Location()
-        loc = _text(location.Text()) if location is not None else ""
+            raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
+        inputs = operator.strings(_OPERATOR["inputs"])
+        outputs = operator.strings(_OPERATOR["outputs"])
+        location = operator.table(_OPERATOR["location"])
+        loc = _text(location.string(_LOCATION["text"])) if location is not None else ""
         if definition.name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
             return self._variable_access(inputs, outputs, loc)
         attrs = self._attributes(operator, definition, inputs, outputs)
@@ -241,7 +385,7 @@ class _BlockReader:
             self._define(name, value)
         return op
 
-    def _attributes(self, operator: Any, definition: tosa_ops.OpDef, inputs: list[str],
+    def _attributes(self, operator: _Table, definition: tosa_ops.OpDef, inputs: list[str],
                     outputs: list[str]) -> dict[str, Any]:
         if definition.name == "CONST":
             info = self._tensor(outputs[0])
@@ -254,35 +398,34 @@ class _BlockReader:
                 raise TosaFileError(f"CONST_SHAPE output {outputs[0]!r} is not in shapes[]")
             return {"values": list(self.shapes[outputs[0]])}
         expected = getattr(fb.Attribute, definition.fbs_attr)
-        union = operator.Attribute()
-        if operator.AttributeType() != expected or union is None:
+        attribute_type = operator.scalar(_OPERATOR["attribute_type"], _U8)
+        table = operator.table(_OPERATOR["attribute"])
+        if attribute_type != expected or table is None:
             if any(a.fbs_field for a in definition.attrs):
                 raise TosaFileError(f"{definition.name} carries attribute type "
-                                    f"{operator.AttributeType()}, expected {expected}")
+                                    f"{attribute_type}, expected {expected}")
             return {}
-        table = getattr(fb, definition.fbs_attr)()
-        table.Init(union.Bytes, union.Pos)
         attrs: dict[str, Any] = {}
         for attr in definition.attrs:
             if attr.fbs_field:
-                value = self._attribute(table, attr, inputs)
+                value = self._attribute(table, definition.fbs_attr, attr, inputs)
                 if value is not None:
                     attrs[attr.name] = value
         return attrs
 
-    def _attribute(self, table: Any, attr: tosa_ops.Attr, inputs: list[str]) -> Any:
-        field = _camel(attr.fbs_field)
+    def _attribute(self, table: _Table, table_name: str, attr: tosa_ops.Attr,
+                   inputs: list[str]) -> Any:
+        slot, stored = _attribute_slot(table_name, attr.fbs_field)
         kind = attr.type
         if kind == "i32":
-            return int(getattr(table, field)())
+            return int(table.scalar(slot, _SCALARS[stored]))
         if kind == "bool":
-            return bool(getattr(table, field)())
+            return bool(table.scalar(slot, _SCALARS[stored]))
         if kind == "i32[]":
-            if getattr(table, f"{field}IsNone")():
-                return None
-            return [int(v) for v in getattr(table, f"{field}AsNumpy")()]
+            values = table.array(slot, "<i4")
+            return None if values is None else values.tolist()
         if kind in _ENUM_NAMES:
-            raw = getattr(table, field)()
+            raw = table.scalar(slot, _SCALARS[stored])
             if raw == 0:  # absent / UNKNOWN: the specification's default, if any
                 return attr.default
             try:
@@ -290,16 +433,14 @@ class _BlockReader:
             except KeyError:
                 raise TosaFileError(f"{attr.name} = {raw} is not a valid {kind}") from None
         if kind == "value":
-            raw = self.reader.vector(table, field)
+            raw = table.array(slot, "u1")
             if raw is None:
                 return None
             element = self._tensor(inputs[0]).type.element
             return decode_data(raw, element, (1,))[0].item()
         if kind in ("string", "graph"):
-            if hasattr(table, f"{field}AsNumpy"):  # a [ubyte] field
-                raw = self.reader.vector(table, field)
-                return None if raw is None else raw.tobytes().decode("utf-8")
-            raw = getattr(table, field)()
+            # A [ubyte] vector and a string are stored alike: a length and the bytes.
+            raw = table.string(slot)
             return None if raw is None else raw.decode("utf-8")
         raise TosaFileError(f"attribute {attr.name} of type {kind} cannot be read")
 
