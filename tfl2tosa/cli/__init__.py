@@ -7,6 +7,7 @@ code; any other exception is a bug of ours, also reported in one line (exit
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -39,8 +40,24 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+# numpy's OpenBLAS starts a thread per core when numpy loads, about 40 ms of CPU
+# on two cores: worth it for the reference model's matrix products, pure start-up
+# cost for commands that multiply no matrices. Those ask for one thread (unless
+# the user chose a count); it must be set before numpy is first imported.
+_COMMANDS_WITHOUT_BLAS = frozenset({"convert", "inspect", "tosa-info"})
+
+
+def _single_threaded_blas_for(argv: list[str]) -> None:
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if (command in _COMMANDS_WITHOUT_BLAS and "numpy" not in sys.modules
+            and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys()):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+_single_threaded_blas_for(sys.argv[1:])
+
 # Command modules register themselves on `app` when imported (explicit list).
-from tfl2tosa.cli import (  # noqa: E402,F401
+from tfl2tosa.cli import (  # noqa: F401
     batch,
     convert,
     inspect,
