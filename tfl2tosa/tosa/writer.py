@@ -15,8 +15,9 @@ no operator; `tosa.variable_write` / `tosa.variable_read` become IDENTITY ops
 into / out of that tensor. Like tosa-opt, every block lists every variable
 tensor (same name; here the initial value's bytes are stored once and shared).
 
-Memory: the flatbuffer metadata (tables, names, attributes) is built with the
-flatbuffers Builder; constant data is not copied into it. Instead the data
+Memory: the flatbuffer metadata (tables, names, attributes) is built with
+`fbs.builder.Builder` (flatbuffers' layout, less work per call); constant data
+is not copied into it. Instead the data
 vectors are laid out after the metadata and the tensors' `data` fields are
 patched to point at them, so the weights are written straight from the
 module's numpy arrays (and joined once when bytes are returned).
@@ -35,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import flatbuffers
 import numpy as np
 
 from tfl2tosa.errors import IRError, TosaFileError
@@ -43,6 +43,7 @@ from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import NoneType, ShapeType, TensorType, scalar_type
 from tfl2tosa.tosa import ops as tosa_ops
 from tfl2tosa.tosa.fbs import tosa_generated as fb
+from tfl2tosa.tosa.fbs.builder import Builder
 from tfl2tosa.tosa.fbs.encoding import (
     dtype_of,
     encode_data,
@@ -175,6 +176,33 @@ def _camel(field_name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in field_name.split("_"))
 
 
+@dataclass(frozen=True)
+class _AttributePlan:
+    """How one op's attribute table is written: the generated functions to call."""
+
+    table: str                  # the attribute table's name, e.g. "Conv2dAttribute"
+    union_type: int             # its value in the `Attribute` union
+    start: Any
+    fields: tuple[tuple[tosa_ops.Attr, Any], ...]  # (attribute, its `<table>Add<Field>`)
+    end: Any
+
+
+_PLANS: dict[str, _AttributePlan] = {}
+
+
+def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
+    """The op's plan, looked up in the generated code once per op kind."""
+    plan = _PLANS.get(definition.name)
+    if plan is None:
+        table = definition.fbs_attr
+        fields = tuple((attr, getattr(fb, f"{table}Add{_camel(attr.fbs_field)}"))
+                       for attr in definition.attrs if attr.fbs_field)
+        plan = _PLANS[definition.name] = _AttributePlan(
+            table, getattr(fb.Attribute, table), getattr(fb, f"{table}Start"), fields,
+            getattr(fb, f"{table}End"))
+    return plan
+
+
 # ---------------------------------------------------------------------------
 # Serialization
 
@@ -204,7 +232,7 @@ class _Serializer:
         self.module = module
         self.names = _Names()
         self.variables: dict[str, _Tensor] = {}  # variable name -> its tensor
-        self.builder = flatbuffers.Builder(4096)
+        self.builder = Builder(4096)
         self.blobs: list[_Blob] = []
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
@@ -214,7 +242,7 @@ class _Serializer:
         blocks = [self._collect(graph) for graph in self.module.graphs.values()]
         b = self.builder
         regions = [self._region(block) for block in blocks]
-        regions_vec = self._table_vector(fb.TosaGraphStartRegionsVector, regions)
+        regions_vec = b.CreateOffsetVector(regions)
         major, minor, patch, draft = TOSA_VERSION
         fb.VersionStart(b)
         fb.VersionAdd_Major(b, major)
@@ -274,11 +302,11 @@ class _Serializer:
         tensors = [self._tensor_table(t) for t in block.tensors]
         shapes = [self._shape_table(name, values) for name, values in block.shapes]
         name = b.CreateSharedString(block.graph.name)
-        operators_vec = self._table_vector(fb.TosaBasicBlockStartOperatorsVector, operators)
-        tensors_vec = self._table_vector(fb.TosaBasicBlockStartTensorsVector, tensors)
-        inputs_vec = self._string_vector(fb.TosaBasicBlockStartInputsVector, block.inputs)
-        outputs_vec = self._string_vector(fb.TosaBasicBlockStartOutputsVector, block.outputs)
-        shapes_vec = self._table_vector(fb.TosaBasicBlockStartShapesVector, shapes)
+        operators_vec = b.CreateOffsetVector(operators)
+        tensors_vec = b.CreateOffsetVector(tensors)
+        inputs_vec = self._string_vector(block.inputs)
+        outputs_vec = self._string_vector(block.outputs)
+        shapes_vec = b.CreateOffsetVector(shapes)
         fb.TosaBasicBlockStart(b)
         fb.TosaBasicBlockAddName(b, name)
         fb.TosaBasicBlockAddOperators(b, operators_vec)
@@ -287,7 +315,7 @@ class _Serializer:
         fb.TosaBasicBlockAddOutputs(b, outputs_vec)
         fb.TosaBasicBlockAddShapes(b, shapes_vec)
         basic_block = fb.TosaBasicBlockEnd(b)
-        blocks_vec = self._table_vector(fb.TosaRegionStartBlocksVector, [basic_block])
+        blocks_vec = b.CreateOffsetVector([basic_block])
         fb.TosaRegionStart(b)
         fb.TosaRegionAddName(b, name)
         fb.TosaRegionAddBlocks(b, blocks_vec)
@@ -297,7 +325,7 @@ class _Serializer:
         b = self.builder
         ranked = tensor.type.shape is not None
         name = b.CreateSharedString(tensor.name)
-        shape = b.CreateNumpyVector(np.asarray(tensor.type.shape if ranked else (), dtype="<i4"))
+        shape = b.CreateInt32Vector(tensor.type.shape if ranked else ())
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else None)
         if tensor.data is not None and tensor.blob is None:
@@ -347,8 +375,8 @@ class _Serializer:
     def _operator(self, op: Op) -> int:
         fbs_op, attr_type, attr_table, inputs, outputs = self._operator_parts(op)
         b = self.builder
-        inputs_vec = self._string_vector(fb.TosaOperatorStartInputsVector, inputs)
-        outputs_vec = self._string_vector(fb.TosaOperatorStartOutputsVector, outputs)
+        inputs_vec = self._string_vector(inputs)
+        outputs_vec = self._string_vector(outputs)
         location = None
         if op.loc:
             text = b.CreateString(op.loc)
@@ -378,7 +406,7 @@ class _Serializer:
         inputs = [self.names[v] for v in op.operands]
         outputs = [self.names[v] for v in op.results]
         table = self._attribute_table(op, definition)
-        return definition.fbs_op, getattr(fb.Attribute, definition.fbs_attr), table, inputs, outputs
+        return definition.fbs_op, _attribute_plan(definition).union_type, table, inputs, outputs
 
     def _variable_access(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
         name = str(op.attrs["name"])
@@ -397,20 +425,18 @@ class _Serializer:
 
     def _attribute_table(self, op: Op, definition: tosa_ops.OpDef) -> int:
         b = self.builder
-        table = definition.fbs_attr
+        plan = _attribute_plan(definition)
         # Children (vectors, strings) must be built before the table is started.
-        fields: list[tuple[str, Any]] = []
-        for attr in definition.attrs:
-            if not attr.fbs_field:
-                continue
+        fields: list[tuple[Any, Any]] = []
+        for attr, add in plan.fields:
             value = op.attrs.get(attr.name, attr.default)
             if value is None:
                 continue
-            fields.append((attr.fbs_field, self._attribute_value(op, table, attr, value)))
-        getattr(fb, f"{table}Start")(b)
-        for fbs_field, encoded in fields:
-            getattr(fb, f"{table}Add{_camel(fbs_field)}")(b, encoded)
-        return getattr(fb, f"{table}End")(b)
+            fields.append((add, self._attribute_value(op, plan.table, attr, value)))
+        plan.start(b)
+        for add, encoded in fields:
+            add(b, encoded)
+        return plan.end(b)
 
     def _attribute_value(self, op: Op, table: str, attr: tosa_ops.Attr, value: Any) -> Any:
         b = self.builder
@@ -445,26 +471,11 @@ class _Serializer:
 
     def _byte_vector(self, data: np.ndarray, align: int) -> int:
         """A [ubyte] vector; `align` 8 pads to 8 bytes like the schema's force_align fields."""
-        b = self.builder
         raw = data.tobytes()
         if align == 8:
             raw += bytes(padded_size(len(raw)) - len(raw))
-        b.StartVector(1, len(raw), align)
-        b.head -= len(raw)
-        b.Bytes[b.head:b.head + len(raw)] = raw
-        return b.EndVector()
+        return self.builder.CreateByteVector(raw, align)
 
-    def _string_vector(self, start: Any, names: list[str]) -> int:
+    def _string_vector(self, names: list[str]) -> int:
         b = self.builder
-        offsets = [b.CreateSharedString(n) for n in names]
-        start(b, len(offsets))
-        for offset in reversed(offsets):
-            b.PrependUOffsetTRelative(offset)
-        return b.EndVector()
-
-    def _table_vector(self, start: Any, tables: list[int]) -> int:
-        b = self.builder
-        start(b, len(tables))
-        for offset in reversed(tables):
-            b.PrependUOffsetTRelative(offset)
-        return b.EndVector()
+        return b.CreateOffsetVector([b.CreateSharedString(n) for n in names])
