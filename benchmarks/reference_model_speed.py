@@ -2,8 +2,10 @@
 
     .venv/bin/python benchmarks/reference_model_speed.py [--repeat 5]
 
-Each row runs one TOSA op through `reference_model.run` (evaluator and dtype
-checks included) and, as the baseline, the same arithmetic as one float32
+Each row runs one TOSA op through `reference_model.run` (compiling the one-op
+graph, evaluator and dtype checks included; every operand is a graph input, so
+the registered kernels run, not the prepared forms for constant weights that a
+converted model gets) and, as the baseline, the same arithmetic as one float32
 numpy computation with no zero points, padding checks or exactness
 guarantees: the cost of a plain float implementation on this machine.
 """

@@ -299,17 +299,27 @@ def depthwise_conv2d(ctx: KernelContext) -> list[np.ndarray]:
     accumulation = _accumulation(_acc_type(ctx))
     integer = accumulation.integer
     xc, wc = _centered(x, in_zp, integer), _centered(w, w_zp, integer)
-    padded = _pad_spatial(xc, window.pad)
-    check = integer and _needs_partial_sum_check(w.shape[0] * w.shape[1], _max_abs(xc),
-                                                  _max_abs(wc), accumulation.acc_bits)
+    taps = w.shape[0] * w.shape[1]
+    work = np.float64
+    check = False
+    if integer:
+        bounds = (_max_abs(xc), _max_abs(wc))
+        # The running per-tap sums are exact in the cheapest of float32 / float64 / int64
+        # that holds every partial sum (see _exact_dtype).
+        work = _exact_dtype(taps, *bounds)
+        check = _needs_partial_sum_check(taps, *bounds, accumulation.acc_bits)
+    padded = _pad_spatial(xc, window.pad).astype(work, copy=False)
+    weights = wc.astype(work, copy=False)
     channels, multiplier = w.shape[2], w.shape[3]
-    acc = np.zeros((x.shape[0],) + window.out + (channels, multiplier), dtype=xc.dtype)
+    acc = np.zeros((x.shape[0],) + window.out + (channels, multiplier), dtype=work)
     for tap in window.taps():
-        acc += window.tap_view(padded, tap)[..., None] * wc[tap]
+        acc += window.tap_view(padded, tap)[..., None] * weights[tap]
         if check:
             numerics.require_fits(acc, accumulation.acc_bits,
                                   "every depthwise partial sum (apply_add_s)")
     acc = acc.reshape(acc.shape[:3] + (channels * multiplier,))
+    if integer:
+        acc = acc.astype(np.int64)  # exact integers in any of the three dtypes
     return [_finish(ctx, acc, bias, channels * multiplier, accumulation)]
 
 
