@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,11 +34,11 @@ GraphRunner = Callable[[str, list[np.ndarray]], list[np.ndarray]]
 # One step's work: operand arrays, the run's variables and graph runner -> result arrays.
 StepCall = Callable[[list[np.ndarray], dict[str, np.ndarray], GraphRunner], list[np.ndarray]]
 
-_FOLDED = frozenset({"CONST", "CONST_SHAPE"})
+# The ops computed at compile time, by IR name: their results depend on attributes only.
+_CONSTANT_OPS = {"tosa.const": "CONST", "tosa.const_shape": "CONST_SHAPE"}
 
 
-@dataclass(frozen=True)
-class ResultCheck:
+class ResultCheck(NamedTuple):
     """What one result must be: its slot, numpy dtype, and declared shape."""
 
     slot: int
@@ -81,12 +81,11 @@ def compile_graph(graph: Graph) -> GraphPlan:
         missing = [v for v in op.operands if id(v) not in slot_of]
         for value in op.results:
             slot_of[id(value)] = len(slot_of)
-        step = _step(op, slot_of, missing, initial_values)
-        folded = _fold_constant(step) if step.error is None else None
-        if folded is None:
-            steps.append(step)
+        folded = _fold_constant(op) if op.name in _CONSTANT_OPS else None
+        if folded is not None:
+            initial_values.update((slot_of[id(v)], array) for v, array in zip(op.results, folded))
         else:
-            initial_values.update(zip((check.slot for check in step.results), folded))
+            steps.append(_step(op, slot_of, missing, initial_values))
     initial: list[Any] = [None] * len(slot_of)
     for slot, array in initial_values.items():
         initial[slot] = array
@@ -165,20 +164,25 @@ def _prepared_call(op: Op, spec_name: str, constants: list[np.ndarray | None]
     return call
 
 
-def _fold_constant(step: Step) -> list[np.ndarray] | None:
-    """Run a CONST / CONST_SHAPE step now; None if it is no constant or fails (the step
-    then stays and reports the failure when the run reaches it)."""
-    if specification_name_or_none(step.op) not in _FOLDED:
-        return None
+def _fold_constant(op: Op) -> list[np.ndarray] | None:
+    """Run a CONST / CONST_SHAPE op now; None if that fails (the op then becomes a step
+    and reports the failure when the run reaches it)."""
+    spec_name = _CONSTANT_OPS[op.name]
     try:
-        results = step.call([], {}, _no_graphs)
-        return check_results(step, results)
-    except (SpecErrorIf, SpecRequire, ReferenceModelError):
+        _check_type_mode_once(op, OPS[spec_name])
+        results = KERNELS[spec_name](KernelContext(
+            op_name=spec_name, inputs=[], attrs=op.attrs, input_types=[],
+            output_types=[v.type for v in op.results], loc=op.loc))
+    except (SpecErrorIf, SpecRequire, ReferenceModelError, KeyError):
         return None
-
-
-def _no_graphs(name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    raise ReferenceModelError("a constant runs no graph")
+    if len(results) != len(op.results):
+        return None
+    for array, value in zip(results, op.results):
+        dtype = expected_dtype(value.type)
+        if not isinstance(array, np.ndarray) or (dtype is not None and array.dtype != dtype) \
+                or not shape_matches(array.shape, declared_shape(value.type)):
+            return None
+    return results
 
 
 def check_results(step: Step, results: list[np.ndarray]) -> list[np.ndarray]:

@@ -108,9 +108,15 @@ class _Table:
 
     def strings(self, slot: int) -> list[str]:
         start, count = self.vector(slot)
-        data = self.data
-        return [_string_at(data, at + _U32(data, at)[0]).decode("utf-8")
-                for at in range(start, start + 4 * _checked(count, data), 4)]
+        data, size = self.data, len(self.data)
+        names = []
+        for at in range(start, start + 4 * _checked(count, data), 4):
+            at += _U32(data, at)[0]
+            end = at + 4 + _U32(data, at)[0]
+            if end > size:
+                raise IndexError("string runs past the end of the buffer")
+            names.append(data[at + 4:end].decode("utf-8"))
+        return names
 
     def array(self, slot: int, dtype: str) -> np.ndarray | None:
         """A vector of scalars as a read-only numpy view of the buffer; None if absent."""
