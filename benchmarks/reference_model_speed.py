@@ -25,10 +25,10 @@ import numpy as np
 # before reference_model/__init__.py existed resolves it as a namespace package).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import reference_model  # noqa: E402
-import reference_model.kernels.tensor_ops  # noqa: E402,F401  (registers the kernels)
-from tfl2tosa.ir import Graph, Op, TensorType, scalar_type  # noqa: E402
-from tfl2tosa.tosa.ops import OPS  # noqa: E402
+import reference_model
+import reference_model.kernels.tensor_ops
+from tfl2tosa.ir import Graph, Op, TensorType, scalar_type
+from tfl2tosa.tosa.ops import OPS
 
 
 @dataclass
@@ -121,7 +121,8 @@ def main() -> None:
     for case in cases(np.random.default_rng(0)):
         graph = _graph(case)
         feeds = [array for array, _ in case.operands]
-        ours = _best_of(lambda: reference_model.run(graph, feeds), args.repeat)
+        ours = _best_of(lambda graph=graph, feeds=feeds: reference_model.run(graph, feeds),
+                        args.repeat)
         baseline = _best_of(case.baseline, args.repeat)
         print(f"{case.name:44} {ours * 1e3:9.1f} {baseline * 1e3:9.1f} {ours / baseline:6.1f}")
 

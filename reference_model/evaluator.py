@@ -90,8 +90,8 @@ class Evaluator:
 
     def run_graph(self, graph: Graph, inputs: list[np.ndarray], *,
                   record: bool = False) -> list[np.ndarray]:
-        plan = self.compiled.plan(graph.name) if graph.name in self.module.graphs \
-            and self.module.graphs[graph.name] is graph else compile_graph(graph)
+        known = self.module.graphs.get(graph.name) is graph
+        plan = self.compiled.plan(graph.name) if known else compile_graph(graph)
         slots = list(plan.initial)
         for slot, value, array in zip(plan.input_slots, graph.inputs, inputs):
             slots[slot] = _conform(array, value,
@@ -111,7 +111,8 @@ class Evaluator:
         failed: SpecRequire | None = None
         for step in plan.steps:
             if step.error is not None:
-                raise step.error
+                # A new exception each run: the plan's own must not collect tracebacks.
+                raise type(step.error)(str(step.error))
             try:
                 try:
                     results = step.call([slots[i] for i in step.operands], variables, run_graph)

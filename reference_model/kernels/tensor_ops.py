@@ -100,7 +100,7 @@ def _acc_type(ctx: KernelContext) -> ScalarType:
     return scalar_type(ACC_TYPE_ELEMENT[acc_type])
 
 
-def _centered(array: np.ndarray, zp: float | int, integer: bool) -> np.ndarray:
+def _centered(array: np.ndarray, zp: float, integer: bool) -> np.ndarray:
     """value - zp, in int64 (integers: exact) or float64 (floats: exact conversion)."""
     if integer:
         return numerics.as_int64(array) - np.int64(zp)
