@@ -107,14 +107,22 @@ class Graph:
         self.ops: list[Op] = []
         self.attrs: dict[str, Any] = {}
         self._names: set[str] = set()
+        # base -> the last suffix given to it: names are never released, so the
+        # next free `base_N` is past it (keeps naming linear, not quadratic).
+        self._last_suffix: dict[str, int] = {}
 
     def unique_name(self, base: str) -> str:
         """`base` if unused in this graph, else `base_1`, `base_2`, ..."""
         base = base or "t"
-        name, n = base, 0
+        if base not in self._names:
+            self._names.add(base)
+            return base
+        n = self._last_suffix.get(base, 0)
+        name = base
         while name in self._names:
             n += 1
             name = f"{base}_{n}"
+        self._last_suffix[base] = n
         self._names.add(name)
         return name
 

@@ -49,21 +49,36 @@ def _opdef(name: str) -> OpDef:
     return opdef
 
 
+class _Signature:
+    """What `_check_call` checks of one op, worked out once per op kind."""
+
+    def __init__(self, opdef: OpDef) -> None:
+        self.counts = [(what, sum(1 for a in args if a.kind != "tensor_list"),
+                        any(a.kind == "tensor_list" for a in args), args)
+                       for what, args in (("operands", opdef.inputs),
+                                          ("results", opdef.outputs))]
+        self.attr_names = frozenset(opdef.attr_names)
+        self.required = tuple(a.name for a in opdef.attrs if not a.optional)
+
+
+_SIGNATURES: dict[str, _Signature] = {}
+
+
 def _check_call(opdef: OpDef, operands: Sequence[Value], results: int,
                 attrs: dict[str, Any]) -> None:
-    for what, args, count in (("operands", opdef.inputs, len(operands)),
-                              ("results", opdef.outputs, results)):
-        fixed = sum(1 for a in args if a.kind != "tensor_list")
-        has_list = any(a.kind == "tensor_list" for a in args)
+    signature = _SIGNATURES.get(opdef.mlir)
+    if signature is None:
+        signature = _SIGNATURES[opdef.mlir] = _Signature(opdef)
+    for (what, fixed, has_list, args), count in zip(signature.counts, (len(operands), results)):
         if count < fixed or (count > fixed and not has_list):
             names = ", ".join(a.name for a in args) or "none"
             raise IRError(f"{opdef.mlir} takes {fixed}{'+' if has_list else ''} {what} "
                           f"({names}), got {count}")
-    unknown = set(attrs) - set(opdef.attr_names)
+    unknown = attrs.keys() - signature.attr_names
     if unknown:
         raise IRError(f"{opdef.mlir} has no attribute(s) {sorted(unknown)}; "
                       f"it has {list(opdef.attr_names)}")
-    missing = [a.name for a in opdef.attrs if not a.optional and a.name not in attrs]
+    missing = [name for name in signature.required if name not in attrs]
     if missing:
         raise IRError(f"{opdef.mlir} needs attribute(s) {missing}")
 

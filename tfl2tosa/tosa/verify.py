@@ -151,6 +151,49 @@ class _Checker:
 # ---------------------------------------------------------------------------
 # One op
 
+# The op table is fixed, so what follows from an argument list or an op's
+# modes alone is worked out once per op kind. Entries are keyed by the table's
+# tuples and keep them (checked by identity), so a key is never reused.
+_ARITIES: dict[int, tuple[tuple[Arg, ...], tuple[int, bool]]] = {}
+_ARGUMENTS: dict[tuple[int, int], tuple[tuple[Arg, ...], tuple[Arg, ...]]] = {}
+_MODES: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[OpDef, list[TypeMode]]] = {}
+
+
+def _arity(args: tuple[Arg, ...]) -> tuple[int, bool]:
+    """(number of fixed arguments, whether a tensor list takes any number more)."""
+    entry = _ARITIES.get(id(args))
+    if entry is None or entry[0] is not args:
+        entry = _ARITIES[id(args)] = (args, (sum(1 for a in args if a.kind != "tensor_list"),
+                                             any(a.kind == "tensor_list" for a in args)))
+    return entry[1]
+
+
+def _argument_of_each(args: tuple[Arg, ...], count: int) -> tuple[Arg, ...]:
+    """The argument each of `count` values is, in order; a tensor list takes the
+    rest; values past the last argument get none."""
+    key = (id(args), count)
+    entry = _ARGUMENTS.get(key)
+    if entry is None or entry[0] is not args:
+        out: list[Arg] = []
+        for k, arg in enumerate(args):
+            if arg.kind == "tensor_list":
+                fixed_after = sum(1 for a in args[k + 1:] if a.kind != "tensor_list")
+                out.extend([arg] * max(0, count - len(out) - fixed_after))
+            elif len(out) < count:
+                out.append(arg)
+        entry = _ARGUMENTS[key] = (args, tuple(out))
+    return entry[1]
+
+
+def _modes_fitting(opdef: OpDef, bound: dict[str, str]) -> list[TypeMode]:
+    """The op's type modes that agree with every bound type variable."""
+    key = (id(opdef), tuple(bound.items()))
+    entry = _MODES.get(key)
+    if entry is None or entry[0] is not opdef:
+        entry = _MODES[key] = (opdef, [m for m in opdef.modes
+                                       if all(m.types.get(v, t) == t for v, t in bound.items())])
+    return list(entry[1])
+
 
 def _element(value: Value) -> str | None:
     """The scalar type name of a value's element (quantized: its storage)."""
@@ -200,26 +243,13 @@ class _OpCheck:
 
     def pairs(self, args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, Value]]:
         """Match values to specification arguments; a tensor list takes the rest."""
-        fixed_after = 0
-        out: list[tuple[Arg, Value]] = []
-        i = 0
-        for k, arg in enumerate(args):
-            if arg.kind == "tensor_list":
-                fixed_after = sum(1 for a in args[k + 1:] if a.kind != "tensor_list")
-                take = max(0, len(values) - i - fixed_after)
-                out.extend((arg, v) for v in values[i:i + take])
-                i += take
-            elif i < len(values):
-                out.append((arg, values[i]))
-                i += 1
-        return out
+        return list(zip(_argument_of_each(args, len(values)), values))
 
     def check_arity(self) -> bool:
         ok = True
         for what, args, values in (("operand", self.opdef.inputs, self.op.operands),
                                    ("result", self.opdef.outputs, self.op.results)):
-            fixed = sum(1 for a in args if a.kind != "tensor_list")
-            has_list = any(a.kind == "tensor_list" for a in args)
+            fixed, has_list = _arity(args)
             if has_list and len(values) < fixed or not has_list and len(values) != fixed:
                 names = ", ".join(a.name for a in args) or "none"
                 self.error(f"expects {'at least ' if has_list else ''}{fixed} {what}(s) "
@@ -367,8 +397,7 @@ class _OpCheck:
         if bound is None:
             return None
         self.types = bound
-        candidates = [m for m in self.opdef.modes
-                      if all(m.types.get(v, t) == t for v, t in bound.items())]
+        candidates = _modes_fitting(self.opdef, bound)
         text = ", ".join(f"{v}={t}" for v, t in bound.items())
         if not candidates:
             self.error(f"element types ({text}) match no TOSA 1.0 type mode of "
