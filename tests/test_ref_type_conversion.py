@@ -270,3 +270,11 @@ def test_rescale_double_round_by_hand(as_const):
     single = run_ours("RESCALE", operands, [((4,), "i32")], rescale_attrs(),
                       as_const=as_const)[0]
     assert double.tolist() == [1, -1, 2, -2] and single.tolist() == [1, 0, 2, -1]
+
+
+@pytest.mark.parametrize("as_const", [frozenset(), RESCALE_PARAMETERS], ids=["inputs", "consts"])
+def test_rescale_of_a_rank_0_tensor_stays_rank_0(as_const):
+    # 101 * 2^30 >> 31 = 50.5, rounded half up to 51, + output_zp 3 = 54.
+    operands = rescale_operands(np.int8(101), "i8", [1 << 30], [31], 0, 3, "i8")
+    out = run_ours("RESCALE", operands, [((), "i8")], rescale_attrs(), as_const=as_const)[0]
+    assert out.shape == () and out.dtype == np.int8 and int(out) == 54

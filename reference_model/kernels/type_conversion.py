@@ -97,8 +97,8 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
             return [setup.generic(operands)]
         if zp_out:
             result += zp_out
-        np.clip(result, low, high, out=result)
-        return [result.astype(out_dtype)]
+        # A rank-0 input gives numpy scalars, which np.clip cannot write into.
+        return [np.asarray(np.clip(result, low, high)).astype(out_dtype)]
 
     return run
 
