@@ -13,8 +13,8 @@ when `canonicalize` first runs.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
+import zlib
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -76,16 +76,22 @@ def _raw_bytes(array: np.ndarray) -> np.ndarray:
     return contiguous.reshape(-1).view(np.uint8)
 
 
+# Arrays up to this many bytes are compared by their bytes, larger ones by a digest.
+_INLINE_BYTES = 64
+
+
 def _freeze(value: Any) -> Hashable:
     """A hashable key equal only for attributes that mean the same thing.
 
     Arrays compare by dtype, shape and bytes (so -0.0 differs from 0.0 and a
-    NaN equals itself); their bytes enter the key as a digest, so the pass
-    keeps no copy of the weights (`_same_arrays` confirms a match). Python
-    scalars keep their type (True is not 1) and floats compare bit-exactly.
+    NaN equals itself). Small arrays enter the key as their bytes; larger ones
+    as a CRC-32 of them, so the pass keeps no copy of the weights
+    (`_same_arrays` confirms a match). Python scalars keep their type (True
+    is not 1) and floats compare bit-exactly.
     """
     if isinstance(value, np.ndarray):
-        digest = hashlib.blake2b(_raw_bytes(value), digest_size=16).digest()
+        raw = _raw_bytes(value)
+        digest = raw.tobytes() if raw.size <= _INLINE_BYTES else zlib.crc32(raw)
         return ("array", value.dtype.str, value.shape, digest)
     if isinstance(value, np.generic):
         return ("scalar", value.dtype.str, value.tobytes())

@@ -16,7 +16,6 @@ the verifier passed; files are written atomically (temp file + rename).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -56,6 +55,8 @@ class ConversionReport:
         return data
 
     def to_json(self) -> str:
+        import json  # only a --report needs it
+
         return json.dumps(self.to_dict(), indent=2)
 
 

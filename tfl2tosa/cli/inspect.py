@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -33,6 +32,8 @@ def inspect_command(
     module = load(source)
     summary = summarize(module, model)
     if as_json:
+        import json
+
         typer.echo(json.dumps(summary, indent=2))
         return
     typer.echo(print_module(module, elide=None if elide < 0 else elide), nl=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -98,6 +97,8 @@ def run_command(
         summary.append({"name": name, "file": str(path), "shape": list(array.shape),
                         "dtype": str(array.dtype)})
     if as_json:
+        import json
+
         typer.echo(json.dumps({"model": file, "outputs": summary,
                                "time_s": round(elapsed, 6)}, indent=2))
     else:

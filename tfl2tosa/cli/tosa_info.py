@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -36,6 +35,8 @@ def tosa_info_command(
     module = read_tosa(source)
     summary = summarize(module, path)
     if as_json:
+        import json
+
         typer.echo(json.dumps(summary, indent=2))
         return
     typer.echo(print_tosa_mlir(module, elide=None if elide < 0 else elide), nl=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import typer
@@ -43,6 +42,8 @@ def validate_command(
     report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback,
                       input_ranges=ranges)
     if as_json:
+        import json
+
         typer.echo(json.dumps(report.to_dict(), indent=2))
     elif as_markdown:
         typer.echo(to_markdown(report))

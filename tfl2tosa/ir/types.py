@@ -7,6 +7,7 @@ shortest round-trip `repr`, so a printed type parses back to the same double.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -154,7 +155,7 @@ class UniformQuantized:
         object.__setattr__(self, "storage_max", hi)
         object.__setattr__(self, "scale", float(self.scale))
         object.__setattr__(self, "zero_point", int(self.zero_point))
-        if not self.scale > 0 or not np.isfinite(self.scale):
+        if not self.scale > 0 or not math.isfinite(self.scale):
             raise IRError(f"quantization scale must be positive and finite, got {self.scale}")
 
     @property
@@ -198,7 +199,7 @@ class UniformQuantizedPerAxis:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
         if self.axis < 0:
             raise IRError(f"quantized dimension must be non-negative, got {self.axis}")
-        if any(not (s > 0 and np.isfinite(s)) for s in self.scales):
+        if not all(s > 0 and math.isfinite(s) for s in self.scales):
             raise IRError("quantization scales must be positive and finite")
 
     @property

@@ -55,7 +55,35 @@ Conventions (legalization patterns rely on these):
 
 from __future__ import annotations
 
+import sys
+
 from tfl2tosa.ir.core import Module
+
+
+def _import_tflite_package() -> None:
+    """Import the `tflite` package with flatbuffers' numpy probe answered once.
+
+    Each of the package's ~190 generated modules calls
+    `flatbuffers.compat.import_numpy()`, which searches sys.path for numpy
+    anew: about a fifth of the package's import time. numpy is a dependency
+    (the IR has imported it already), so while `tflite` loads the probe
+    returns it directly; the probe is restored afterwards.
+    """
+    if "tflite" in sys.modules:
+        return
+    import numpy
+    from flatbuffers import compat
+
+    probe = compat.import_numpy
+    compat.import_numpy = lambda: numpy
+    try:
+        import tflite  # noqa: F401
+    finally:
+        compat.import_numpy = probe
+
+
+_import_tflite_package()
+
 from tfl2tosa.tflite_import.importer import import_model
 from tfl2tosa.tflite_import.source import Source, check_identifier, open_source
 
