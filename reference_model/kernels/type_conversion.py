@@ -146,12 +146,9 @@ class _RescaleSetup:
         else:
             low, high = numerics.int_min(in_bits), numerics.int_max(in_bits)
         low, high = low - self.zp_in, high - self.zp_in
-        self.value_proved = not self.scale32 or all(-r <= low and high < r for r in limits)
-        fits = range(numerics.int_min(32), numerics.int_max(32) + 1)
-        self.result_proved = self.value_proved and all(
-            end in fits and end + self.zp_out in fits
-            for m, s, r in zip(multiplier, shift, limits)
-            for end in (_scaled(low, m, s, r, double), _scaled(high, m, s, r, double)))
+        self.value_proved = not self.scale32 or (-min(limits) <= low and high < min(limits))
+        self.result_proved = self.value_proved and _results_fit_int32(
+            low, high, multiplier, shift, limits, double, self.zp_out)
 
     @classmethod
     def of(cls, op: StaticOp) -> _RescaleSetup | None:
@@ -222,6 +219,31 @@ def _extend(value: int, bits: int, unsigned: bool) -> int:
     """The specification's zero_extend / sign_extend of a `bits`-wide value, as an int."""
     value &= (1 << bits) - 1
     return value if unsigned or value < 1 << (bits - 1) else value - (1 << bits)
+
+
+def _results_fit_int32(low: int, high: int, multiplier: list[int], shift: list[int],
+                       limits: list[int], double_round: bool, output_zp: int) -> bool:
+    """Do apply_scale_32 / apply_scale_16 of the values low and high (the ends of the
+    range; the scaling is nondecreasing) fit int32, also after adding output_zp, in
+    every channel? One channel in Python integers; many in int64 arrays, where
+    |value| <= 2^32, multiplier < 2^31 and rounding <= 2^61 + 2^30 cannot overflow."""
+    int32_min, int32_max = numerics.int_min(32), numerics.int_max(32)
+    if len(multiplier) == 1:
+        ends = [_scaled(value, multiplier[0], shift[0], limits[0], double_round)
+                for value in (low, high)]
+        return all(int32_min <= min(end, end + output_zp)
+                   and max(end, end + output_zp) <= int32_max for end in ends)
+    m, s, r = (np.array(values, np.int64) for values in (multiplier, shift, limits))
+    for value in (low, high):
+        rounding = r
+        if double_round:
+            adjust = (1 << 30) if value >= 0 else -(1 << 30)
+            rounding = r + np.where(s > 31, np.int64(adjust), np.int64(0))
+        end = (np.int64(value) * m + rounding) >> s
+        if int(end.min()) < int32_min - min(output_zp, 0) \
+                or int(end.max()) > int32_max - max(output_zp, 0):
+            return False
+    return True
 
 
 def _scaled(value: int, multiplier: int, shift: int, limit: int, double_round: bool) -> int:
