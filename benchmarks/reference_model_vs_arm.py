@@ -39,7 +39,10 @@ Measured on the project's 2-core machine (best of 7, other jobs running):
 | mobilenet_tiny_int16x8 | 240 | 7.4 | 13.7 | 1.84 | 3.6 | 0.48 |
 | mobilenet_tiny_int8 | 269 | 6.7 | 17.4 | 2.59 | 3.0 | 0.45 |
 
-(float16 and dynamic-range variants are within a few percent of float32.)
+(float16 and dynamic-range variants are within a few percent of float32.) The
+machine is shared: a second run under heavier load gave model ratios up to 20%
+higher and the large fp32 MATMUL near 1.0 (numpy's BLAS threads competing), so
+read the ratios as +-20%.
 Large single ops: 12-40x faster than Arm. Whole models, once compiled: 1.1-3.6x
 faster than Arm's load-and-run. Bytes to outputs, like for like: as fast as
 Arm on mobilenet_tiny_float32 only; 1.8-5.4x slower on the others. There the
