@@ -7,6 +7,7 @@ code; any other exception is a bug of ours, also reported in one line (exit
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -68,6 +69,10 @@ from tfl2tosa.cli import (  # noqa: F401
 
 
 def main() -> None:
+    # What exists now (modules, classes, functions) lives until exit: moved out
+    # of the collected generations, it is not rescanned by every full cyclic-GC
+    # pass the command's own allocations trigger (~3% of a conversion's CPU).
+    gc.freeze()
     try:
         app()
     except Tfl2TosaError as exc:
