@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,23 +21,34 @@ from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, constant_array,
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-@dataclass
+# Plain record classes: a dataclass costs ~0.4 ms to create at import, and
+# every conversion imports the importer.
+
+
 class OpCode:
     """One entry of the model's operator_codes table, resolved."""
 
-    op_name: str      # IR name: tfl.conv_2d, tfl.custom, tfl.unknown
-    schema_name: str  # CONV_2D, CUSTOM, BUILTIN_215
-    code: int
-    custom_code: str
+    __slots__ = ("code", "custom_code", "op_name", "schema_name")
+
+    def __init__(self, op_name: str, schema_name: str, code: int, custom_code: str) -> None:
+        self.op_name = op_name          # IR name: tfl.conv_2d, tfl.custom, tfl.unknown
+        self.schema_name = schema_name  # CONV_2D, CUSTOM, BUILTIN_215
+        self.code = code
+        self.custom_code = custom_code
 
 
-@dataclass
 class OperatorRecord:
-    index: int
-    table: Any
-    opcode: OpCode
-    inputs: list[int]
-    outputs: list[int]
+    """One operator of a subgraph, as read before its IR op is built."""
+
+    __slots__ = ("index", "inputs", "opcode", "outputs", "table")
+
+    def __init__(self, index: int, table: Any, opcode: OpCode, inputs: list[int],
+                 outputs: list[int]) -> None:
+        self.index = index
+        self.table = table
+        self.opcode = opcode
+        self.inputs = inputs
+        self.outputs = outputs
 
 
 class _Names:

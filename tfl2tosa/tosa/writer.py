@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +81,19 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
 # Data vectors placed after the metadata
 
 
-@dataclass
+# The writer's records are plain classes: a dataclass costs ~0.4 ms to create
+# at import, and every CLI run imports the writer.
+
+
 class _Blob:
     """A data vector and the offset fields pointing at it (each given as its
     distance from the end of the metadata), patched once its position is known."""
 
-    data: np.ndarray        # flat uint8, unpadded
-    fields_from_end: list[int] = field(default_factory=list)
+    __slots__ = ("data", "fields_from_end")
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data  # flat uint8, unpadded
+        self.fields_from_end: list[int] = []
 
 
 _ZEROS = bytes(8)
@@ -176,15 +181,18 @@ def _camel(field_name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in field_name.split("_"))
 
 
-@dataclass(frozen=True)
 class _AttributePlan:
     """How one op's attribute table is written: the generated functions to call."""
 
-    table: str                  # the attribute table's name, e.g. "Conv2dAttribute"
-    union_type: int             # its value in the `Attribute` union
-    start: Any
-    fields: tuple[tuple[tosa_ops.Attr, Any], ...]  # (attribute, its `<table>Add<Field>`)
-    end: Any
+    __slots__ = ("end", "fields", "start", "table", "union_type")
+
+    def __init__(self, table: str, union_type: int, start: Any,
+                 fields: tuple[tuple[tosa_ops.Attr, Any], ...], end: Any) -> None:
+        self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
+        self.union_type = union_type  # its value in the `Attribute` union
+        self.start = start
+        self.fields = fields          # (attribute, its `<table>Add<Field>`) per stored field
+        self.end = end
 
 
 _PLANS: dict[str, _AttributePlan] = {}
@@ -207,22 +215,27 @@ def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
 # Serialization
 
 
-@dataclass
 class _Tensor:
-    name: str
-    type: TensorType
-    data: np.ndarray | None = None
-    variable_name: str | None = None
-    blob: _Blob | None = None  # encoded data, shared by a variable's copies
+    __slots__ = ("blob", "data", "name", "type", "variable_name")
+
+    def __init__(self, name: str, type: TensorType, data: np.ndarray | None = None,
+                 variable_name: str | None = None) -> None:
+        self.name = name
+        self.type = type
+        self.data = data
+        self.variable_name = variable_name
+        self.blob: _Blob | None = None  # encoded data, shared by a variable's copies
 
 
-@dataclass
 class _Block:
-    graph: Graph
-    tensors: list[_Tensor] = field(default_factory=list)
-    shapes: list[tuple[str, list[int]]] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
+    __slots__ = ("graph", "inputs", "outputs", "shapes", "tensors")
+
+    def __init__(self, graph: Graph, tensors: list[_Tensor]) -> None:
+        self.graph = graph
+        self.tensors = tensors
+        self.shapes: list[tuple[str, list[int]]] = []
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
 
 
 class _Serializer:
@@ -259,7 +272,7 @@ class _Serializer:
     # -- collecting tensors, in the order they are listed in the file
 
     def _collect(self, graph: Graph) -> _Block:
-        block = _Block(graph, tensors=list(self.variables.values()))
+        block = _Block(graph, list(self.variables.values()))
         for value in graph.inputs:
             block.tensors.append(self._tensor(value))
         for op in graph.ops:
