@@ -8,21 +8,71 @@ shortest round-trip `repr`, so a printed type parses back to the same double.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Union
+from dataclasses import FrozenInstanceError
+from typing import Any, Union
 
 import numpy as np
 
 from tfl2tosa.errors import IRError
 
 
-@dataclass(frozen=True)
-class ScalarType:
+class _Frozen:
+    """An immutable value compared, hashed and shown by its `_fields`.
+
+    What `@dataclass(frozen=True)` generates, written out once: creating a
+    dataclass costs ~0.4 ms at import, and every command imports these types.
+    Subclasses set their fields in `__init__` with `_set` (assignment raises
+    FrozenInstanceError, as for a frozen dataclass); the hash is computed once.
+    """
+
+    _fields: tuple[str, ...] = ()
+
+    def _set(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def _key(self) -> tuple[Any, ...]:
+        values = self.__dict__
+        return tuple(values[name] for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._key() == other._key()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = self.__dict__["_hash"] = hash(self._key())
+        return cached
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={self.__dict__[name]!r}" for name in self._fields)
+        return f"{type(self).__name__}({fields})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Without the cached hash: string hashes differ between processes.
+        return {name: self.__dict__[name] for name in self._fields}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+class ScalarType(_Frozen):
     """A scalar element type, named as MLIR names it (`f32`, `i8`, `ui8`, ...)."""
 
+    _fields = __match_args__ = ("name", "bits", "kind")
     name: str
     bits: int
     kind: str  # "float" | "signed" | "unsigned" | "bool" | "complex" | "opaque"
+
+    def __init__(self, name: str, bits: int, kind: str) -> None:
+        self._set(name=name, bits=bits, kind=kind)
 
     def __str__(self) -> str:
         return self.name
@@ -138,25 +188,27 @@ def _check_storage(storage: ScalarType, expressed: ScalarType,
     return lo, hi
 
 
-@dataclass(frozen=True)
-class UniformQuantized:
+class UniformQuantized(_Frozen):
     """`!quant.uniform<storage<min:max>:expressed, scale:zero_point>` (per tensor)."""
 
+    _fields = __match_args__ = ("storage", "expressed", "scale", "zero_point", "storage_min",
+                                "storage_max")
     storage: ScalarType
     expressed: ScalarType
     scale: float
-    zero_point: int = 0
-    storage_min: int = field(default=None)  # type: ignore[assignment]
-    storage_max: int = field(default=None)  # type: ignore[assignment]
+    zero_point: int
+    storage_min: int
+    storage_max: int
 
-    def __post_init__(self) -> None:
-        lo, hi = _check_storage(self.storage, self.expressed, self.storage_min, self.storage_max)
-        object.__setattr__(self, "storage_min", lo)
-        object.__setattr__(self, "storage_max", hi)
-        object.__setattr__(self, "scale", float(self.scale))
-        object.__setattr__(self, "zero_point", int(self.zero_point))
-        if not self.scale > 0 or not math.isfinite(self.scale):
-            raise IRError(f"quantization scale must be positive and finite, got {self.scale}")
+    def __init__(self, storage: ScalarType, expressed: ScalarType, scale: float,
+                 zero_point: int = 0, storage_min: int | None = None,
+                 storage_max: int | None = None) -> None:
+        lo, hi = _check_storage(storage, expressed, storage_min, storage_max)
+        scale = float(scale)
+        self._set(storage=storage, expressed=expressed, scale=scale,
+                  zero_point=int(zero_point), storage_min=lo, storage_max=hi)
+        if not scale > 0 or not math.isfinite(scale):
+            raise IRError(f"quantization scale must be positive and finite, got {scale}")
 
     @property
     def bits(self) -> int:
@@ -173,33 +225,36 @@ class UniformQuantized:
         return f"!quant.uniform<{self.storage_text()}:{self.expressed}, {params}>"
 
 
-@dataclass(frozen=True)
-class UniformQuantizedPerAxis:
+class UniformQuantizedPerAxis(_Frozen):
     """`!quant.uniform<storage:expressed:axis, {s0:zp0, s1:zp1, ...}>`.
 
     The integrity rules that depend on the tensor (rank > axis, axis size ==
     number of scales) are checked when a TensorType is built with this element.
     """
 
+    _fields = __match_args__ = ("storage", "expressed", "axis", "scales", "zero_points",
+                                "storage_min", "storage_max")
     storage: ScalarType
     expressed: ScalarType
     axis: int
     scales: tuple[float, ...]
     zero_points: tuple[int, ...]
-    storage_min: int = field(default=None)  # type: ignore[assignment]
-    storage_max: int = field(default=None)  # type: ignore[assignment]
+    storage_min: int
+    storage_max: int
 
-    def __post_init__(self) -> None:
-        lo, hi = _check_storage(self.storage, self.expressed, self.storage_min, self.storage_max)
-        object.__setattr__(self, "storage_min", lo)
-        object.__setattr__(self, "storage_max", hi)
-        object.__setattr__(self, "scales", tuple(float(s) for s in self.scales))
-        object.__setattr__(self, "zero_points", tuple(int(z) for z in self.zero_points))
-        if len(self.scales) != len(self.zero_points) or not self.scales:
+    def __init__(self, storage: ScalarType, expressed: ScalarType, axis: int,
+                 scales: tuple[float, ...], zero_points: tuple[int, ...],
+                 storage_min: int | None = None, storage_max: int | None = None) -> None:
+        lo, hi = _check_storage(storage, expressed, storage_min, storage_max)
+        scales = tuple(float(s) for s in scales)
+        zero_points = tuple(int(z) for z in zero_points)
+        self._set(storage=storage, expressed=expressed, axis=axis, scales=scales,
+                  zero_points=zero_points, storage_min=lo, storage_max=hi)
+        if len(scales) != len(zero_points) or not scales:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
-        if self.axis < 0:
-            raise IRError(f"quantized dimension must be non-negative, got {self.axis}")
-        if not all(s > 0 and math.isfinite(s) for s in self.scales):
+        if axis < 0:
+            raise IRError(f"quantized dimension must be non-negative, got {axis}")
+        if not all(s > 0 and math.isfinite(s) for s in scales):
             raise IRError("quantization scales must be positive and finite")
 
     @property
@@ -234,30 +289,30 @@ def expressed_type(element: ElementType) -> ScalarType:
 DYNAMIC = -1
 
 
-@dataclass(frozen=True)
-class TensorType:
+class TensorType(_Frozen):
     """A tensor type: `shape` is a tuple (-1 marks a dynamic dim), or None if unranked."""
 
+    _fields = __match_args__ = ("shape", "element")
     shape: tuple[int, ...] | None
     element: ElementType
 
-    def __post_init__(self) -> None:
-        if self.shape is not None:
-            shape = tuple(int(d) for d in self.shape)
+    def __init__(self, shape: tuple[int, ...] | None, element: ElementType) -> None:
+        if shape is not None:
+            shape = tuple(int(d) for d in shape)
             if any(d < DYNAMIC for d in shape):
                 raise IRError(f"invalid tensor shape {shape}")
-            object.__setattr__(self, "shape", shape)
+        self._set(shape=shape, element=element)
         # MLIR's per-axis integrity rules; an unranked tensor is allowed (its
         # rank and axis size are only known at run time).
-        if isinstance(self.element, UniformQuantizedPerAxis) and self.shape is not None:
-            axis = self.element.axis
-            if axis >= len(self.shape):
+        if isinstance(element, UniformQuantizedPerAxis) and shape is not None:
+            axis = element.axis
+            if axis >= len(shape):
                 raise IRError(f"quantized dimension {axis} is out of range for rank "
-                              f"{len(self.shape)}")
-            size = self.shape[axis]
-            if size != DYNAMIC and size != len(self.element.scales):
+                              f"{len(shape)}")
+            size = shape[axis]
+            if size != DYNAMIC and size != len(element.scales):
                 raise IRError(f"quantized dimension {axis} has size {size} but "
-                              f"{len(self.element.scales)} scales are given")
+                              f"{len(element.scales)} scales are given")
 
     @property
     def rank(self) -> int | None:
@@ -286,18 +341,20 @@ class TensorType:
         return f"tensor<{dims}{self.element}>"
 
 
-@dataclass(frozen=True)
-class ShapeType:
+class ShapeType(_Frozen):
     """TOSA's `!tosa.shape<rank>`: a compile-time list of index values."""
 
+    _fields = __match_args__ = ("rank",)
     rank: int
+
+    def __init__(self, rank: int) -> None:
+        self._set(rank=rank)
 
     def __str__(self) -> str:
         return f"!tosa.shape<{self.rank}>"
 
 
-@dataclass(frozen=True)
-class NoneType:
+class NoneType(_Frozen):
     """MLIR's `none`: the type of an omitted optional operand (`tfl.no_value`)."""
 
     def __str__(self) -> str:
