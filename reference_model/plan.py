@@ -253,25 +253,22 @@ def _typed_pairs(args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, 
 
 
 # Op name and operand / result types that passed check_type_mode: the check depends on
-# nothing else, and models repeat the same few signatures many times.
-_VALID_SIGNATURES: set[tuple] = set()
+# nothing else, and models repeat the same few signatures many times. Keyed by the
+# types' ids (hashing a type hashes its shape and element every time); each entry
+# keeps its types alive, so an id cannot be reused while it is a key.
+_VALID_SIGNATURES: dict[tuple, tuple[Type, ...]] = {}
 _SIGNATURE_LIMIT = 1 << 14
 
 
 def _check_type_mode_once(op: Op, opdef: OpDef) -> None:
-    try:
-        signature = (op.name, tuple(v.type for v in op.operands),
-                     tuple(v.type for v in op.results))
-        known = signature in _VALID_SIGNATURES
-    except TypeError:  # a type that cannot be hashed: check every time
-        check_type_mode(op, opdef)
-        return
-    if known:
+    types = tuple(v.type for v in op.operands) + (None,) + tuple(v.type for v in op.results)
+    signature = (op.name, *map(id, types))
+    if signature in _VALID_SIGNATURES:
         return
     check_type_mode(op, opdef)
     if len(_VALID_SIGNATURES) >= _SIGNATURE_LIMIT:
         _VALID_SIGNATURES.clear()
-    _VALID_SIGNATURES.add(signature)
+    _VALID_SIGNATURES[signature] = types
 
 
 def check_type_mode(op: Op, opdef: OpDef) -> None:

@@ -58,21 +58,23 @@ class _Table:
     read_tosa reports as a corrupt file.
     """
 
-    __slots__ = ("data", "pos", "vtable", "vtable_size")
+    __slots__ = ("data", "offsets", "pos", "vtables")
 
-    def __init__(self, data: bytes, pos: int) -> None:
+    def __init__(self, data: bytes, pos: int, vtables: dict[int, tuple[int, ...]]) -> None:
         vtable = pos - _I32(data, pos)[0]
         if vtable < 0:  # struct would read a negative offset from the end
             raise IndexError("vtable before the start of the buffer")
-        self.data, self.pos, self.vtable = data, pos, vtable
-        self.vtable_size = _U16(data, vtable)[0]
+        # Writers share one vtable among tables of the same layout: decode each once.
+        offsets = vtables.get(vtable)
+        if offsets is None:
+            count = max(0, (_U16(data, vtable)[0] - 4) // 2)
+            offsets = vtables[vtable] = struct.unpack_from(f"<{count}H", data, vtable + 4)
+        self.data, self.pos, self.offsets, self.vtables = data, pos, offsets, vtables
 
     def _field(self, slot: int) -> int:
         """The field's absolute position, 0 if absent."""
-        entry = 4 + 2 * slot
-        if entry >= self.vtable_size:
-            return 0
-        offset = _U16(self.data, self.vtable + entry)[0]
+        offsets = self.offsets
+        offset = offsets[slot] if slot < len(offsets) else 0
         return self.pos + offset if offset else 0
 
     def _target(self, slot: int) -> int:
@@ -89,7 +91,7 @@ class _Table:
 
     def table(self, slot: int) -> _Table | None:
         at = self._target(slot)
-        return _Table(self.data, at) if at else None
+        return _Table(self.data, at, self.vtables) if at else None
 
     def string(self, slot: int) -> bytes | None:
         at = self._target(slot)
@@ -102,8 +104,8 @@ class _Table:
 
     def tables(self, slot: int) -> list[_Table]:
         start, count = self.vector(slot)
-        data = self.data
-        return [_Table(data, at + _U32(data, at)[0])
+        data, vtables = self.data, self.vtables
+        return [_Table(data, at + _U32(data, at)[0], vtables)
                 for at in range(start, start + 4 * _checked(count, data), 4)]
 
     def strings(self, slot: int) -> list[str]:
@@ -241,7 +243,7 @@ class _TensorInfo:
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self.root = _Table(data, _U32(data, 0)[0])
+        self.root = _Table(data, _U32(data, 0)[0], {})
         self.declared_variables: set[str] = set()
         self._types: dict[tuple, TensorType] = {}
 
