@@ -11,6 +11,33 @@ import gc
 import os
 import sys
 
+# numpy's OpenBLAS starts a thread per core when numpy loads, about 40 ms of CPU
+# on two cores: worth it for the reference model's matrix products, pure start-up
+# cost for commands that multiply no matrices. Those ask for one thread (unless
+# the user chose a count).
+_COMMANDS_WITHOUT_BLAS = frozenset({"convert", "inspect", "tosa-info"})
+
+
+def _tune_fresh_process(argv: list[str]) -> None:
+    """Settings for a `tfl2tosa` process, made before the heavy imports below.
+
+    Skipped when numpy is already loaded: then the CLI was imported into a
+    running program, whose settings are its own.
+    """
+    if "numpy" in sys.modules:
+        return
+    # Start-up creates a few hundred thousand objects (modules, classes,
+    # functions) that live until exit; at the default threshold (700
+    # allocations) the cyclic GC would rescan them dozens of times.
+    gc.set_threshold(50_000, 20, 10)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if (command in _COMMANDS_WITHOUT_BLAS
+            and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys()):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+_tune_fresh_process(sys.argv[1:])
+
 import typer
 
 from tfl2tosa.errors import Tfl2TosaError
@@ -40,22 +67,6 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
 
-
-# numpy's OpenBLAS starts a thread per core when numpy loads, about 40 ms of CPU
-# on two cores: worth it for the reference model's matrix products, pure start-up
-# cost for commands that multiply no matrices. Those ask for one thread (unless
-# the user chose a count); it must be set before numpy is first imported.
-_COMMANDS_WITHOUT_BLAS = frozenset({"convert", "inspect", "tosa-info"})
-
-
-def _single_threaded_blas_for(argv: list[str]) -> None:
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if (command in _COMMANDS_WITHOUT_BLAS and "numpy" not in sys.modules
-            and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys()):
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"
-
-
-_single_threaded_blas_for(sys.argv[1:])
 
 # Command modules register themselves on `app` when imported (explicit list).
 from tfl2tosa.cli import (  # noqa: F401
