@@ -13,8 +13,6 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Union
 
@@ -49,15 +47,28 @@ def _explain(exc: Exception) -> str:
     return one_line(f"{type(exc).__name__}: {exc}")
 
 
-@contextmanager
-def reading(what: str) -> Iterator[None]:
+class _Reading:
+    """The context `reading` returns (a class: the importer enters about ten per
+    tensor, and a generator-based context manager costs several times more)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: object) -> bool:
+        if exc is not None and isinstance(exc, _CORRUPTION) and not isinstance(exc, ModelError):
+            raise ModelError(f"corrupt model: cannot read {self.what} ({_explain(exc)})") from exc
+        return False
+
+
+def reading(what: str) -> _Reading:
     """Turn any accessor failure while reading `what` into a ModelError."""
-    try:
-        yield
-    except ModelError:
-        raise
-    except _CORRUPTION as exc:
-        raise ModelError(f"corrupt model: cannot read {what} ({_explain(exc)})") from exc
+    return _Reading(what)
 
 
 def open_source(source: Source) -> tuple[Buffer, str | None]:
