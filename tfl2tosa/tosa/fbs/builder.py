@@ -34,10 +34,6 @@ _INT32 = struct.Struct("<i")
 _UINT32 = struct.Struct("<I")
 _UINT64 = struct.Struct("<Q")
 
-# (struct, the flatbuffers type name in its range error) per slot kind.
-_SLOT_TYPES = {"bool": (_BOOL, "bool"), "uint8": (_UINT8, "uint8"),
-               "int32": (_INT32, "int32"), "uint32": (_UINT32, "uint32"),
-               "uint64": (_UINT64, "uint64")}
 
 
 class OffsetArithmeticError(ValueError):
@@ -85,19 +81,14 @@ class Builder:
         self.head -= packer.size
         packer.pack_into(self.Bytes, self.head, value)
 
-    def _prepend(self, packer: struct.Struct, value: int | bool) -> None:
-        self.Prep(packer.size, 0)
-        self._place(packer, value)
-
-    def _relative(self, offset: int) -> int:
-        """An offset field's value if written at the current (aligned) position."""
-        if offset > self.Offset():
-            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        return self.Offset() - offset + 4
-
     def PrependUOffsetTRelative(self, offset: int) -> None:
+        """An offset field: the distance from where it is written to `offset`."""
         self.Prep(4, 0)
-        self._place(_UINT32, self._relative(offset))
+        here = len(self.Bytes) - self.head
+        if offset > here:
+            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+        self.head -= 4
+        _UINT32.pack_into(self.Bytes, self.head, here - offset + 4)
 
     # -- tables
 
@@ -108,48 +99,49 @@ class Builder:
     def Slot(self, slot: int) -> None:
         self._vtable[slot] = self.Offset()
 
-    def _scalar_slot(self, kind: str, slot: int, value: int | bool, default: int | bool) -> None:
+    def _scalar_slot(self, packer: struct.Struct, type_name: str, slot: int,
+                     value: int | bool, default: int | bool) -> None:
         if value != default:
-            packer, type_name = _SLOT_TYPES[kind]
             self.Prep(packer.size, 0)
             try:
-                self._place(packer, value)
+                packer.pack_into(self.Bytes, self.head - packer.size, value)
             except struct.error:
                 # flatbuffers' own wording for a value out of the field's range
                 raise TypeError(f"bad number {value} for type {type_name}") from None
-            self._vtable[slot] = self.Offset()
+            self.head -= packer.size
+            self._vtable[slot] = len(self.Bytes) - self.head
 
     def PrependBoolSlot(self, slot: int, value: bool, default: bool) -> None:
-        self._scalar_slot("bool", slot, value, default)
+        self._scalar_slot(_BOOL, "bool", slot, value, default)
 
     def PrependUint8Slot(self, slot: int, value: int, default: int) -> None:
-        self._scalar_slot("uint8", slot, value, default)
+        self._scalar_slot(_UINT8, "uint8", slot, value, default)
 
     def PrependInt32Slot(self, slot: int, value: int, default: int) -> None:
-        self._scalar_slot("int32", slot, value, default)
+        self._scalar_slot(_INT32, "int32", slot, value, default)
 
     def PrependUint32Slot(self, slot: int, value: int, default: int) -> None:
-        self._scalar_slot("uint32", slot, value, default)
+        self._scalar_slot(_UINT32, "uint32", slot, value, default)
 
     def PrependUint64Slot(self, slot: int, value: int, default: int) -> None:
-        self._scalar_slot("uint64", slot, value, default)
+        self._scalar_slot(_UINT64, "uint64", slot, value, default)
 
     def PrependUOffsetTRelativeSlot(self, slot: int, offset: int, default: int) -> None:
         if offset != default:
             self.PrependUOffsetTRelative(offset)
-            self._vtable[slot] = self.Offset()
+            self._vtable[slot] = len(self.Bytes) - self.head
 
     def EndObject(self) -> int:
         """Write the object's vtable offset and its vtable (or point at an equal one)."""
         self.Prep(4, 0)
-        self._place(_INT32, self.Offset() + 4)  # placeholder, patched below
-        object_offset = self.Offset()
+        self.head -= 4  # the object's vtable offset, written below
+        object_offset = len(self.Bytes) - self.head
         vtable = self._vtable
         used = len(vtable)
         while used and not vtable[used - 1]:
             used -= 1
         fields = [object_offset - at if at else 0 for at in vtable[:used]]
-        key = tuple(reversed(fields))
+        key = tuple(fields)
         existing = self._vtables.get(key)
         if existing is not None:
             _INT32.pack_into(self.Bytes, self.head, existing - object_offset)
