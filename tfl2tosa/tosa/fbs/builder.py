@@ -83,7 +83,11 @@ class Builder:
 
     def PrependUOffsetTRelative(self, offset: int) -> None:
         """An offset field: the distance from where it is written to `offset`."""
-        self.Prep(4, 0)
+        pad = (self.head - len(self.Bytes)) & 3
+        if self.head < pad + 4 or self.minalign < 4:
+            self.Prep(4, 0)  # the general case: grow, record the alignment
+        else:
+            self.head -= pad
         here = len(self.Bytes) - self.head
         if offset > here:
             raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
@@ -161,7 +165,8 @@ class Builder:
 
     def StartVector(self, element_size: int, count: int, alignment: int) -> int:
         self.Prep(4, element_size * count)
-        self.Prep(alignment, element_size * count)
+        if alignment > 4:  # after the length word's alignment, 1, 2 and 4 hold too
+            self.Prep(alignment, element_size * count)
         self._vector_length = count
         return self.Offset()
 
