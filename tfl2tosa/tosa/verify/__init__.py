@@ -1,0 +1,134 @@
+"""Check a TOSA module against the TOSA 1.0 specification.
+
+`verify` walks every graph and op and reports each problem as a Violation
+naming the op, its graph and its location (which names the TFLite op it was
+lowered from). The checks read the op table (`tfl2tosa.tosa.ops`) for operand
+counts, attributes and element-type modes; the shape and attribute rules below
+restate the specification's ERROR_IF conditions (and, where an operand is a
+constant, the REQUIRE conditions a converter must never break), one small
+function per operator found by its specification name.
+
+The package: `op_check` checks one op against the op table (operands,
+attributes, element types), `shapes` holds the shape and attribute rules of
+the tensor, elementwise and data-layout operators, `control` the rules of the
+operators that name graphs or variables; this module walks the graphs.
+
+Dimensions that are dynamic (-1) or tensors that are unranked are skipped by
+the shape rules; everything else is checked exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tfl2tosa.errors import VerificationError
+from tfl2tosa.ir.core import Graph, Module, Op
+from tfl2tosa.tosa.ops import BY_MLIR, EXTENSION_PROFILES, EXTENSIONS
+
+# Registers the rules of the operators that name graphs or variables.
+from tfl2tosa.tosa.verify import control  # noqa: F401
+from tfl2tosa.tosa.verify.op_check import OpCheck
+from tfl2tosa.tosa.verify.shapes import SHAPE_RULES
+
+# Every extension except EXT-DYNAMIC: a converter's output should keep shapes,
+# zero points and tables compile-time constant, so that is checked unless asked.
+DEFAULT_EXTENSIONS = tuple(e for e in EXTENSIONS if e != "EXT-DYNAMIC")
+
+# How many violations the VerificationError message lists.
+MESSAGE_VIOLATIONS = 5
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way a graph breaks the specification."""
+
+    op: Op | None       # None for graph-level problems (an undefined output)
+    graph: str
+    loc: str
+    message: str
+
+    def __str__(self) -> str:
+        what = self.op.name if self.op is not None else f"graph {self.graph!r}"
+        return f"{what} @ {self.loc or self.graph}: {self.message}"
+
+
+def enabled_features(profile: str | Iterable[str],
+                     extensions: Iterable[str]) -> frozenset[str]:
+    """Profiles plus the extensions that one of them supports."""
+    profiles = {profile} if isinstance(profile, str) else set(profile)
+    usable = {e for e in extensions if profiles & set(EXTENSION_PROFILES.get(e, ()))}
+    return frozenset(profiles | usable)
+
+
+def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "PRO-FP"),
+           extensions: Iterable[str] = DEFAULT_EXTENSIONS, *,
+           raise_on_error: bool = True) -> list[Violation]:
+    """Report every TOSA 1.0 violation in `module`; raise VerificationError if any.
+
+    `profile` and `extensions` select which type modes are allowed (an
+    extension counts only together with a profile it is defined for). By
+    default every extension but EXT-DYNAMIC is enabled.
+    """
+    if isinstance(module, Graph):
+        graph, module = module, Module()
+        module.add_graph(graph)
+    checker = _Checker(module, enabled_features(profile, extensions))
+    for graph in module.graphs.values():
+        checker.check_graph(graph)
+    violations = checker.violations
+    if violations and raise_on_error:
+        lines = [str(v) for v in violations[:MESSAGE_VIOLATIONS]]
+        more = len(violations) - len(lines)
+        text = (f"{len(violations)} TOSA violation(s):\n  " + "\n  ".join(lines)
+                + (f"\n  ... and {more} more" if more else ""))
+        raise VerificationError(text, violations)
+    return violations
+
+
+# ---------------------------------------------------------------------------
+# Module and graph walk
+
+
+class _Checker:
+    def __init__(self, module: Module, enabled: frozenset[str]) -> None:
+        self.module = module
+        self.enabled = enabled
+        self.dynamic = "EXT-DYNAMIC" in enabled
+        self.violations: list[Violation] = []
+        self.variables = {op.attrs.get("name"): op for _, op in module.ops()
+                          if op.name == "tosa.variable"}
+
+    def report(self, graph: Graph, op: Op | None, message: str) -> None:
+        loc = op.loc if op is not None and op.loc else graph.name
+        self.violations.append(Violation(op, graph.name, loc, message))
+
+    def check_graph(self, graph: Graph) -> None:
+        defined = {id(v) for v in graph.inputs}
+        for op in graph.ops:
+            for i, value in enumerate(op.operands):
+                if id(value) not in defined:
+                    self.report(graph, op, f"operand {i} ({value.name!r}) is used before it "
+                                           f"is defined in graph {graph.name!r}")
+            defined.update(id(v) for v in op.results)
+            self.check_op(graph, op)
+        for value in graph.outputs:
+            if id(value) not in defined:
+                self.report(graph, None, f"output {value.name!r} is not defined in the graph")
+
+    def check_op(self, graph: Graph, op: Op) -> None:
+        opdef = BY_MLIR.get(op.name)
+        if opdef is None:
+            self.report(graph, op, f"{op.name} is not a TOSA 1.0 operator "
+                                   f"(dialect {op.dialect!r})")
+            return
+        c = OpCheck(self, graph, op, opdef)
+        if not c.check_arity():
+            return
+        c.check_attrs()
+        c.check_arg_kinds()
+        c.check_constants()
+        c.mode = c.check_types()
+        rule = SHAPE_RULES.get(opdef.name)
+        if rule is not None and not c.failed_attrs:
+            rule(c)
