@@ -42,6 +42,7 @@ there mean the hybrid kernel; the converter emits two unidirectional LSTMs).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -210,12 +211,17 @@ def tanh(a: np.ndarray, bits: int, integer_bits: int) -> np.ndarray:
     return np.where(a == 0, 0, np.where(a < 0, _wrap(-t, bits), t))
 
 
+@functools.cache
 def int16_lookup(fn: Callable[[np.ndarray, int, int], np.ndarray],
                  integer_bits: int) -> np.ndarray:
     """`fn` (logistic or tanh) on every int16 input read as Q(integer_bits), as
-    int16, indexed by input + 32768."""
+    int16, indexed by input + 32768. Computed once per (fn, integer_bits): the
+    fixed-point evaluation over 65536 inputs costs tens of milliseconds, and
+    every LSTM of a model uses the same few tables (read-only, shared)."""
     inputs = np.arange(-32768, 32768, dtype=np.int64)
-    return fn(inputs, 16, integer_bits).astype(np.int16)
+    table = fn(inputs, 16, integer_bits).astype(np.int16)
+    table.flags.writeable = False
+    return table
 
 
 # ---------------------------------------------------------------------------
@@ -276,12 +282,16 @@ def quantized_clip(clip: float, scale: float, bits: int) -> int:
     return int(min(max(ratio, -(2.0 ** (bits - 1))), 2.0 ** (bits - 1) - 1))
 
 
+@functools.cache
 def activation_tables(cell_integer_bits: int) -> np.ndarray:
     """The GATHER values [1, 3 * 65536, 1]: logistic and tanh of Q3.12 gates, tanh
-    of the cell state (PortableApplySigmoid / PortableApplyTanh)."""
+    of the cell state (PortableApplySigmoid / PortableApplyTanh). Read-only, one
+    array per cell format, so the LSTMs of a model share one constant."""
     rows = (int16_lookup(logistic, GATE_INTEGER_BITS), int16_lookup(tanh, GATE_INTEGER_BITS),
             int16_lookup(tanh, cell_integer_bits))
-    return np.concatenate(rows).reshape(1, -1, 1)
+    tables = np.concatenate(rows).reshape(1, -1, 1)
+    tables.flags.writeable = False
+    return tables
 
 
 @dataclass(frozen=True)
