@@ -147,6 +147,13 @@ def test_top_level_python_api() -> None:
     assert report.ops_out == {"tosa.add": 1}
     assert tfl2tosa.emit(module, "tosa")[4:8] == b"TOSA"
     assert tfl2tosa.validate(FLOAT_ADD, runs=1).passed
+    # Compiled once, run twice: 1 + 2 and 3 + 4 by hand.
+    compiled = tfl2tosa.compile_tosa(tfl2tosa.emit(module, "tosa"))
+    for x, y in ((1.0, 2.0), (3.0, 4.0)):
+        feeds = [np.full(v.type.shape, value, np.float32)
+                 for v, value in zip(module.main.inputs, (x, y))]
+        (out,) = compiled.run(feeds).values()
+        assert np.all(out == x + y)
 
 
 def test_internal_error_is_one_line_with_exit_70(monkeypatch, capsys, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ _LAZY = {
     "write_tosa": ("tfl2tosa.tosa.writer", "write_tosa"),
     "verify_tosa": ("tfl2tosa.tosa.verify", "verify"),
     "run_tosa": ("reference_model", "run"),
+    "compile_tosa": ("reference_model", "compile"),
 }
 
 
