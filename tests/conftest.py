@@ -14,18 +14,25 @@
 
 from __future__ import annotations
 
-import fcntl
-import importlib.util
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
-import flatbuffers
-import numpy as np
-import pytest
+# One OpenBLAS thread per test process, set before numpy loads: `-n 2` runs two
+# workers on two cores, and idle OpenBLAS threads spin. Arm's reference model,
+# run in the same process right after ours, slowed down 8x and sometimes
+# crashed (tests/test_stateful.py's loop model) while they spun.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import fcntl  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import flatbuffers  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS_DIR = REPO / "models"
