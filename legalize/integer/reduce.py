@@ -23,6 +23,7 @@ chain of 48-bit products each scaled back to int32, see reduce_prod_int.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,21 +54,39 @@ def reduced_axes(op: Op, rank: int) -> list[int] | Failure:
     return axes
 
 
-@pattern("tfl.mean", kind="integer", label="mean_int", types=("i8", "i16"))
-@integer_pattern
-def mean_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """RESCALE(-zp) -> REDUCE_SUM per axis -> RESCALE(s_in / (N s_out)) -> RESHAPE."""
-    elements = require_per_tensor(op, [op.operands[0], op.results[0]], "i8", "i16")
+class Reduction(NamedTuple):
+    """What every quantized reduction checks first: per-tensor input and output
+    of one storage type, the reduced axes and how many elements each output sums."""
+
+    x_type: UniformQuantized
+    out_type: UniformQuantized
+    shape: tuple[int, ...]
+    axes: list[int]
+    count: int
+
+
+def reduction(op: Op, *storages: str) -> Reduction | Failure:
+    elements = require_per_tensor(op, [op.operands[0], op.results[0]], *storages)
     if isinstance(elements, Failure):
         return elements
     x_type, out_type = elements
     if x_type.storage != out_type.storage:
         return Failure(f"{op.name}: input and output storage types differ")
-    shape = tensor_type(op.operands[0]).shape
+    shape = tuple(tensor_type(op.operands[0]).shape)
     axes = reduced_axes(op, len(shape))
     if isinstance(axes, Failure):
         return axes
-    count = math.prod(shape[a] for a in axes)
+    return Reduction(x_type, out_type, shape, axes, math.prod(shape[a] for a in axes))
+
+
+@pattern("tfl.mean", kind="integer", label="mean_int", types=("i8", "i16"))
+@integer_pattern
+def mean_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """RESCALE(-zp) -> REDUCE_SUM per axis -> RESCALE(s_in / (N s_out)) -> RESHAPE."""
+    r = reduction(op, "i8", "i16")
+    if isinstance(r, Failure):
+        return r
+    x_type, out_type, shape, axes, count = r
     if count == 0:
         return Failure(f"{op.name}: mean over no elements")
     multiplier, shift = mean_multiplier(x_type.scale / out_type.scale, count)
@@ -131,17 +150,10 @@ def _sum_parameters(op: Op, *storages: str
                     ) -> tuple[UniformQuantized, list[int], np.float32, np.float32] | Failure:
     """The output type, reduced axes and TFLite's float32 scale and bias of a
     quantized SUM whose input and output are per-tensor `storages`."""
-    elements = require_per_tensor(op, [op.operands[0], op.results[0]], *storages)
-    if isinstance(elements, Failure):
-        return elements
-    x_type, out_type = elements
-    if x_type.storage != out_type.storage:
-        return Failure(f"{op.name}: input and output storage types differ")
-    shape = tensor_type(op.operands[0]).shape
-    axes = reduced_axes(op, len(shape))
-    if isinstance(axes, Failure):
-        return axes
-    count = math.prod(shape[a] for a in axes)
+    r = reduction(op, *storages)
+    if isinstance(r, Failure):
+        return r
+    x_type, out_type, shape, axes, count = r
     if count == 0 or math.prod(shape) == 0:
         return Failure(f"{op.name}: sum over an empty tensor")
     scale, bias = sum_scale_and_bias(x_type.scale, x_type.zero_point, out_type.scale, count)
@@ -280,19 +292,12 @@ def reduce_prod_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     leave int32 for some input are refused (product_chain_bound), and so are
     chains longer than MAX_PRODUCT_STEPS.
     """
-    elements = require_per_tensor(op, [op.operands[0], op.results[0]], "i8", "i16")
-    if isinstance(elements, Failure):
-        return elements
-    x_type, out_type = elements
-    if x_type.storage != out_type.storage:
-        return Failure(f"{op.name}: input and output storage types differ")
+    r = reduction(op, "i8", "i16")
+    if isinstance(r, Failure):
+        return r
+    x_type, out_type, shape, axes, count = r
     if x_type.bits == 16 and (x_type.zero_point or out_type.zero_point):
         return Failure(f"{op.name}: TFLite's int16 REDUCE_PROD requires zero points 0")
-    shape = tensor_type(op.operands[0]).shape
-    axes = reduced_axes(op, len(shape))
-    if isinstance(axes, Failure):
-        return axes
-    count = math.prod(shape[a] for a in axes)
     if count == 0 or math.prod(shape) == 0:
         return Failure(f"{op.name}: product over an empty tensor")
     if count > MAX_PRODUCT_STEPS:
