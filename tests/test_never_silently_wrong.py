@@ -194,12 +194,13 @@ def kernel_approximation(entry: dict, module: Module, conversion: ConversionRepo
 
 
 def check_or_explain(entry: dict, module: Module, conversion: ConversionReport,
-                     report: ValidationReport, inputs: list[np.ndarray]) -> None:
+                     report: ValidationReport, inputs: list[np.ndarray],
+                     context: str = "") -> None:
     """Pass when validation passed; an expected failure when TFLite's integer
-    kernel explains the miss; fail otherwise."""
+    kernel explains the miss (its reason prefixed by `context`); fail otherwise."""
     if report.passed:
         return
-    pytest.xfail(kernel_approximation(entry, module, conversion, report, inputs))
+    pytest.xfail(context + kernel_approximation(entry, module, conversion, report, inputs))
 
 
 # ---------------------------------------------------------------------------
