@@ -17,6 +17,7 @@ names for an op, so converting a model loads only what its ops need.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ DEFAULT_TYPES = {"float": ("f32", "f16"), "integer": ("i8", "u8"),
 
 PATTERNS: dict[str, list[Registered]] = {}
 LABELS: dict[str, Registered] = {}
+# op name -> its patterns in the order they are tried, worked out once per op
+# (every op of every model asks); registering a pattern starts it afresh.
+_ORDERED: dict[str, list[Registered]] = {}
 KINDS = ("float", "integer", "any")
 
 
@@ -63,6 +67,7 @@ def pattern(*op_names: str, kind: str = "float", label: str | None = None,
         LABELS[name] = entry
         for op_name in op_names:
             PATTERNS.setdefault(op_name, []).append(entry)
+        _ORDERED.clear()
         return fn
 
     return register
@@ -77,12 +82,17 @@ def _index() -> dict[str, tuple[tuple[str, str], ...]]:
 def _registered(op_name: str) -> list[Registered]:
     """Every pattern of `op_name` in the order a full import tries them,
     importing the modules that register them first."""
+    cached = _ORDERED.get(op_name)
+    if cached is not None:
+        return cached
     indexed = _index().get(op_name, ())
     for module, _ in indexed:
         importlib.import_module(module)
     ordered = [LABELS[label] for _, label in indexed if label in LABELS]
     # A pattern the (stale) index does not know yet still runs, last.
-    return ordered + [e for e in PATTERNS.get(op_name, ()) if e not in ordered]
+    ordered += [e for e in PATTERNS.get(op_name, ()) if e not in ordered]
+    _ORDERED[op_name] = ordered
+    return ordered
 
 
 def patterns_for(op_name: str, disabled: frozenset[str] = frozenset(),
@@ -91,6 +101,7 @@ def patterns_for(op_name: str, disabled: frozenset[str] = frozenset(),
             if p.label not in disabled and p.kind in kinds]
 
 
+@functools.cache
 def known_labels() -> frozenset[str]:
     """Every pattern label (what `--disable` accepts), without importing the patterns."""
     return frozenset(label for entries in _index().values() for _, label in entries)

@@ -365,7 +365,7 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     out_details = interp.get_output_details()
     rng = np.random.default_rng(seed)
     ranges = input_ranges or {}
-    known = {i for i in range(len(in_details))} | {d["name"] for d in in_details} | {None}
+    known = {*range(len(in_details)), *(d["name"] for d in in_details), None}
     if set(ranges) - known:
         raise UsageError(f"no model input {sorted(map(str, set(ranges) - known))} "
                          f"(inputs: {', '.join(d['name'] for d in in_details)})")

@@ -19,6 +19,11 @@ import sys
 _COMMANDS_WITHOUT_BLAS = frozenset({"convert", "inspect", "tosa-info"})
 
 
+def _invoked_command(args: list[str]) -> str | None:
+    """The command word of a command line (its first argument not an option)."""
+    return next((arg for arg in args if not arg.startswith("-")), None)
+
+
 def _tune_fresh_process(argv: list[str]) -> None:
     """Settings for a `tfl2tosa` process, made before the heavy imports below.
 
@@ -31,17 +36,16 @@ def _tune_fresh_process(argv: list[str]) -> None:
     # functions) that live until exit; at the default threshold (700
     # allocations) the cyclic GC would rescan them dozens of times.
     gc.set_threshold(50_000, 20, 10)
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if (command in _COMMANDS_WITHOUT_BLAS
+    if (_invoked_command(argv) in _COMMANDS_WITHOUT_BLAS
             and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys()):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 _tune_fresh_process(sys.argv[1:])
 
-import typer
+import typer  # noqa: E402  (after the process tuning above)
 
-from tfl2tosa.errors import Tfl2TosaError
+from tfl2tosa.errors import Tfl2TosaError  # noqa: E402
 
 app = typer.Typer(
     name="tfl2tosa",
@@ -85,7 +89,7 @@ def _modules_to_register(argv: list[str]) -> list[str]:
     program = argv[0] if argv else ""
     is_cli = (os.path.splitext(os.path.basename(program))[0] == "tfl2tosa"
               or program.endswith(os.path.join("tfl2tosa", "__main__.py")))
-    command = next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+    command = _invoked_command(argv[1:])
     if is_cli and command in COMMAND_MODULES:
         return [COMMAND_MODULES[command]]
     return sorted(set(COMMAND_MODULES.values()))
