@@ -1,0 +1,88 @@
+"""A real MobileNetV2 (224x224x3, alpha 1.0, 1000 classes) as float32 and int8 TFLite models.
+
+    .venv/bin/python benchmarks/mobilenet_v2.py [--force]
+
+Benchmark models, not test fixtures: Keras' `MobileNetV2(weights=None)` with seeded
+random weights (no download), converted by TensorFlow's TFLite converter with the
+zoo's flavour settings (`models/generate.py`: `configure`, calibration samples,
+the TFLite smoke run and the check that int8 really got quantized). The files go to
+`benchmarks/.cache/` (git-ignored) and are made again only when missing or with
+`--force`. Converting both flavours takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent
+CACHE = BENCHMARKS / ".cache"
+FLAVOURS = ("float32", "int8")
+NAME = "mobilenet_v2"
+INPUT_SHAPE = (224, 224, 3)
+
+
+def model_path(flavour: str) -> Path:
+    return CACHE / f"{NAME}_{flavour}.tflite"
+
+
+def mobilenet_v2_paths(force: bool = False) -> dict[str, Path]:
+    """The cached `.tflite` file of each flavour, generating the missing ones first."""
+    missing = [f for f in FLAVOURS if force or not model_path(f).exists()]
+    if missing:
+        generate(missing)
+    return {flavour: model_path(flavour) for flavour in FLAVOURS}
+
+
+def generate(flavours: list[str]) -> None:
+    """Build the Keras model once, convert it in each flavour, write the cache files."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    sys.path.insert(0, str(BENCHMARKS.parent / "models"))
+    import tensorflow as tf
+    from generate import ConverterFactory, ModelJob, convert_flavour
+    from zoo_units import InputSpec
+
+    tf.get_logger().setLevel("ERROR")
+    # One seed for Keras' initializers (Python, numpy and TF generators): the same
+    # weights, hence the same .tflite bytes, on every run with this TensorFlow.
+    tf.keras.utils.set_random_seed(0)
+    keras_model = tf.keras.applications.MobileNetV2(
+        input_shape=INPUT_SHAPE, alpha=1.0, include_top=True, weights=None, classes=1000)
+
+    # The weights enter the trace as constants (Keras' stateless call), as the zoo's
+    # do: left as variables, the converter keeps some as READ_VARIABLE ops.
+    trainable = [v.numpy() for v in keras_model.trainable_variables]
+    non_trainable = [v.numpy() for v in keras_model.non_trainable_variables]
+
+    def inference(_params: object, image: tf.Tensor) -> tf.Tensor:
+        outputs, _ = keras_model.stateless_call(
+            [tf.constant(w) for w in trainable], [tf.constant(w) for w in non_trainable],
+            image, training=False)
+        return outputs
+
+    # The zoo's job shape: one [-1, 1] float image (MobileNetV2's preprocessing range),
+    # calibrated like the zoo's architectures (16 seeded samples).
+    job = ModelJob(NAME, "arch", inference, (InputSpec((1, *INPUT_SHAPE)),),
+                   via_saved_model=False)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as workdir:
+        factory = ConverterFactory(job, Path(workdir))
+        for flavour in flavours:
+            data = convert_flavour(factory, flavour)
+            model_path(flavour).write_bytes(data)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="regenerate even if cached")
+    args = parser.parse_args()
+    for flavour, path in mobilenet_v2_paths(args.force).items():
+        print(f"{flavour}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()
