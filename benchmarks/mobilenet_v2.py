@@ -52,6 +52,7 @@ def generate(flavours: list[str]) -> None:
     tf.keras.utils.set_random_seed(0)
     keras_model = tf.keras.applications.MobileNetV2(
         input_shape=INPUT_SHAPE, alpha=1.0, include_top=True, weights=None, classes=1000)
+    rescale_kernels(keras_model, tf.keras.layers.DepthwiseConv2D)
 
     # The weights enter the trace as constants (Keras' stateless call), as the zoo's
     # do: left as variables, the converter keeps some as READ_VARIABLE ops.
@@ -74,6 +75,28 @@ def generate(flavours: list[str]) -> None:
         for flavour in flavours:
             data = convert_flavour(factory, flavour)
             model_path(flavour).write_bytes(data)
+
+
+def rescale_kernels(keras_model: object, depthwise_class: type) -> None:
+    """Give every kernel He's variance, 2 / fan-in, keeping its random pattern.
+
+    Keras' default (Glorot uniform) with untrained batch norms (identity) shrinks the
+    activations about 3x per block: about 1e-11 at the head, a softmax of exactly
+    1/1000 everywhere and, in int8, rescale multipliers too small to represent (whole
+    tensors of zeros). A trained network's batch norms keep activations near unit
+    scale; He's variance (He et al. 2015, for ReLU-like layers) does that here, so
+    every layer of the benchmark carries information and a comparison can fail.
+    """
+    for layer in keras_model.layers:
+        variable = getattr(layer, "kernel", None)
+        if variable is None:
+            continue
+        kernel = variable.numpy()
+        # Conv2D (h, w, in, out) and Dense (in, out) sum over all but the last axis;
+        # a depthwise kernel (h, w, channels, multiplier) over h and w only.
+        depthwise = isinstance(layer, depthwise_class)
+        fan_in = kernel.shape[0] * kernel.shape[1] if depthwise else kernel[..., 0].size
+        variable.assign(kernel / kernel.std() * (2.0 / fan_in) ** 0.5)
 
 
 def main() -> None:
