@@ -9,6 +9,7 @@ interpreter's own view.
 from __future__ import annotations
 
 import mmap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -593,3 +594,25 @@ def test_not_a_flatbuffer_of_tflite_even_without_identifier(builder):
     builder.io([x], [x])
     with pytest.raises(ModelError, match="schema version"):
         load(builder.to_bytes())
+
+
+def test_tflite_package_loads_lazily_but_whole():
+    """The importer loads only the `tflite` modules a model needs, yet code that
+    uses the whole package (builder functions, every table) still finds it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, tfl2tosa.tflite_import as ti\n"
+        "ti.load('models/arch/mobilenet_tiny_int8.tflite')\n"
+        "loaded = [m for m in sys.modules if m.startswith('tflite.')]\n"
+        "assert len(loaded) < 60, len(loaded)\n"
+        "import tflite\n"
+        "assert tflite.Model.__module__ == 'tflite.Model'\n"
+        "assert callable(tflite.ModelStart) and callable(tflite.Conv2DOptionsAddStrideW)\n"
+        "assert len([m for m in sys.modules if m.startswith('tflite.')]) > 150\n"
+        "assert not hasattr(tflite, 'NoSuchTable')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr

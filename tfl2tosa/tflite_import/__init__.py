@@ -55,34 +55,94 @@ Conventions (legalization patterns rely on these):
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from tfl2tosa.ir.core import Module
 
 
-def _import_tflite_package() -> None:
-    """Import the `tflite` package with flatbuffers' numpy probe answered once.
+class _LazyTflitePackage(types.ModuleType):
+    """The `tflite` package, loading each generated module on first use.
 
-    Each of the package's ~190 generated modules calls
-    `flatbuffers.compat.import_numpy()`, which searches sys.path for numpy
-    anew: about a fifth of the package's import time. numpy is a dependency
-    (the IR has imported it already), so while `tflite` loads the probe
-    returns it directly; the probe is restored afterwards.
+    The package's `__init__` imports all of its ~190 generated modules (one per
+    schema table or enum), about 30 ms at every start of the command line; a
+    model needs a dozen. Every public name `X` of the package is the class `X`
+    of module `tflite.X`, so `tflite.X` imports just that module. Any other
+    name (the builder functions `XStart`, `XAddY`, ...) runs the package's real
+    `__init__` into this module once, so code that uses the whole package still
+    finds everything.
     """
-    if "tflite" in sys.modules:
-        return
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            module = _import_generated(f"tflite.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tflite.{name}":
+                raise
+            return self._whole_package(name)
+        value = getattr(module, name)
+        setattr(self, name, value)
+        return value
+
+    def _whole_package(self, name: str) -> Any:
+        if not self.__dict__.get("_whole_package_loaded"):
+            self._whole_package_loaded = True
+            with _numpy_probe_answered():
+                exec(compile(Path(self.__file__).read_bytes(), self.__file__, "exec"),
+                     self.__dict__)
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module 'tflite' has no attribute {name!r}") from None
+
+
+@contextmanager
+def _numpy_probe_answered() -> Iterator[None]:
+    """Answer flatbuffers' numpy probe directly while generated modules load.
+
+    Each generated module calls `flatbuffers.compat.import_numpy()`, which
+    searches sys.path for numpy anew. numpy is a dependency (the IR has
+    imported it already), so the probe returns it; it is restored afterwards.
+    """
     import numpy
     from flatbuffers import compat
 
     probe = compat.import_numpy
     compat.import_numpy = lambda: numpy
     try:
-        import tflite  # noqa: F401
+        yield
     finally:
         compat.import_numpy = probe
 
 
-_import_tflite_package()
+def _import_generated(name: str) -> types.ModuleType:
+    with _numpy_probe_answered():
+        return importlib.import_module(name)
+
+
+def _install_lazy_tflite() -> None:
+    if "tflite" in sys.modules:
+        return
+    spec = importlib.util.find_spec("tflite")
+    if spec is None or spec.submodule_search_locations is None:
+        raise ImportError("the `tflite` package is not installed")
+    package = _LazyTflitePackage("tflite")
+    package.__file__ = spec.origin
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    package.__package__ = "tflite"
+    sys.modules["tflite"] = package
+
+
+_install_lazy_tflite()
 
 from tfl2tosa.tflite_import.importer import import_model
 from tfl2tosa.tflite_import.source import Source, check_identifier, open_source

@@ -89,14 +89,16 @@ _ENUM_VALUE_NAMES = {field: _enum_names(cls) for field, cls in _ENUM_FIELDS.item
 SUBGRAPH_ATTR_NAMES = {"then": "then_branch", "else": "else_branch",
                        "init": "session_init_function"}
 
-_OPTIONS_CLASSES: dict[int, type] = {
-    code: getattr(tflite, name) for code, name in _enum_names(tflite.BuiltinOptions).items()
-    if name != "NONE" and hasattr(tflite, name)
-}
-_OPTIONS2_CLASSES: dict[int, type] = {
-    code: getattr(tflite, name) for code, name in _enum_names(tflite.BuiltinOptions2).items()
-    if name != "NONE" and hasattr(tflite, name)
-}
+# Options table names by union code; each class loads when a model first uses it.
+_OPTIONS_NAMES = {code: name for code, name in _enum_names(tflite.BuiltinOptions).items()
+                  if name != "NONE"}
+_OPTIONS2_NAMES = {code: name for code, name in _enum_names(tflite.BuiltinOptions2).items()
+                   if name != "NONE"}
+
+
+@lru_cache(maxsize=None)
+def _options_class(name: str) -> type | None:
+    return getattr(tflite, name, None)
 
 
 def op_name_for_code(code: int) -> tuple[str, str]:
@@ -178,14 +180,15 @@ def options_attrs(table: Any, options_class: type, what: str) -> dict[str, Any]:
 def builtin_options(op: Any, what: str) -> dict[str, Any]:
     """Attributes from `builtin_options` and `builtin_options_2` of an operator."""
     attrs: dict[str, Any] = {}
-    for type_accessor, table_accessor, classes in (
-            ("BuiltinOptionsType", "BuiltinOptions", _OPTIONS_CLASSES),
-            ("BuiltinOptions2Type", "BuiltinOptions2", _OPTIONS2_CLASSES)):
+    for type_accessor, table_accessor, names in (
+            ("BuiltinOptionsType", "BuiltinOptions", _OPTIONS_NAMES),
+            ("BuiltinOptions2Type", "BuiltinOptions2", _OPTIONS2_NAMES)):
         with reading(f"{what} options"):
             code = getattr(op, type_accessor)()
             if code == 0:
                 continue
-            options_class = classes.get(code)
+            name = names.get(code)
+            options_class = _options_class(name) if name else None
             if options_class is None:
                 # A union member newer than the `tflite` package: nothing we can decode.
                 continue
