@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from tfl2tosa.cli import app
+from tfl2tosa.cli.summary import graph_entries, op_counts, print_op_table
 from tfl2tosa.ir.core import Module, Op
 from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS, print_module
 from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
@@ -57,28 +57,13 @@ def element_label(op: Op) -> str:
     return str(element)
 
 
-def _value_entry(value: Any) -> dict[str, str]:
-    return {"name": value.name, "type": str(value.type)}
-
-
 def summarize(module: Module, model: str) -> dict[str, Any]:
-    counts = Counter((op.name, element_label(op)) for _, op in module.ops())
-    graphs = []
-    for graph in module.graphs.values():
-        graphs.append({
-            "name": graph.name,
-            "inputs": [_value_entry(v) for v in graph.inputs],
-            "outputs": [_value_entry(v) for v in graph.outputs],
-            "ops": len(graph.ops),
-            "tensors": sum(1 for _ in graph.values()),
-        })
+    graphs = graph_entries(module)
     return {
         "model": model,
         "description": module.attrs.get("description", ""),
         "graphs": graphs,
-        "op_counts": [{"op": name, "element_type": label, "count": count}
-                      for (name, label), count in sorted(counts.items(),
-                                                         key=lambda kv: (-kv[1], kv[0]))],
+        "op_counts": op_counts(module, element_label, "element_type"),
         "ops": sum(g["ops"] for g in graphs),
         "tensors": sum(g["tensors"] for g in graphs),
         "signature_defs": module.attrs.get("signature_defs", []),
@@ -86,14 +71,6 @@ def summarize(module: Module, model: str) -> dict[str, Any]:
 
 
 def _print_table(summary: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{Path(summary['model']).name}: {summary['ops']} ops, "
-                        f"{summary['tensors']} tensors, {len(summary['graphs'])} graph(s)")
-    table.add_column("op")
-    table.add_column("element type")
-    table.add_column("count", justify="right")
-    for row in summary["op_counts"]:
-        table.add_row(row["op"], row["element_type"], str(row["count"]))
-    Console(soft_wrap=False).print(table)
+    title = (f"{Path(summary['model']).name}: {summary['ops']} ops, "
+             f"{summary['tensors']} tensors, {len(summary['graphs'])} graph(s)")
+    print_op_table(title, summary["op_counts"], "element_type", "element type")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import numpy as np
 import typer
 
 from tfl2tosa.cli import app
+from tfl2tosa.cli.summary import graph_entries, op_counts, print_op_table
 from tfl2tosa.ir.core import Module, Op, Value
 from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS
 from tfl2tosa.ir.types import TensorType, storage_type
@@ -70,21 +70,12 @@ def _constant_bytes(module: Module) -> int:
 
 
 def summarize(module: Module, path: str) -> dict[str, Any]:
-    counts = Counter((op.name, type_label(op)) for _, op in module.ops())
-    graphs = [{
-        "name": graph.name,
-        "inputs": [{"name": v.name, "type": str(v.type)} for v in graph.inputs],
-        "outputs": [{"name": v.name, "type": str(v.type)} for v in graph.outputs],
-        "ops": len(graph.ops),
-        "tensors": sum(1 for _ in graph.values()),
-    } for graph in module.graphs.values()]
+    graphs = graph_entries(module)
     return {
         "file": path,
         "tosa_version": module.attrs.get("tosa_version", ""),
         "graphs": graphs,
-        "op_counts": [{"op": name, "types": label, "count": count}
-                      for (name, label), count in sorted(counts.items(),
-                                                         key=lambda kv: (-kv[1], kv[0]))],
+        "op_counts": op_counts(module, type_label, "types"),
         "ops": sum(g["ops"] for g in graphs),
         "tensors": sum(g["tensors"] for g in graphs),
         "constant_bytes": _constant_bytes(module),
@@ -92,16 +83,7 @@ def summarize(module: Module, path: str) -> dict[str, Any]:
 
 
 def _print_table(summary: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     title = (f"{Path(summary['file']).name} (TOSA {summary['tosa_version']}): "
              f"{summary['ops']} ops, {summary['tensors']} tensors, "
              f"{len(summary['graphs'])} graph(s), {summary['constant_bytes']} constant bytes")
-    table = Table(title=title)
-    table.add_column("op")
-    table.add_column("types")
-    table.add_column("count", justify="right")
-    for row in summary["op_counts"]:
-        table.add_row(row["op"], row["types"], str(row["count"]))
-    Console(soft_wrap=False).print(table)
+    print_op_table(title, summary["op_counts"], "types", "types")
