@@ -6,13 +6,14 @@ Benchmark models, not test fixtures: Keras' `MobileNetV2(weights=None)` with see
 random weights (no download), converted by TensorFlow's TFLite converter with the
 zoo's flavour settings (`models/generate.py`: `configure`, calibration samples,
 the TFLite smoke run and the check that int8 really got quantized). The files go to
-`benchmarks/.cache/` (git-ignored) and are made again only when missing or with
-`--force`. Converting both flavours takes about a minute.
+`benchmarks/.cache/` (git-ignored), named with a digest of this file, and are made
+again only when missing or with `--force`. Converting both flavours takes about a minute.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import tempfile
@@ -26,7 +27,9 @@ INPUT_SHAPE = (224, 224, 3)
 
 
 def model_path(flavour: str) -> Path:
-    return CACHE / f"{NAME}_{flavour}.tflite"
+    """The cache file, named with a digest of this generator: editing it makes new files."""
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+    return CACHE / f"{NAME}_{flavour}.{digest}.tflite"
 
 
 def mobilenet_v2_paths(force: bool = False) -> dict[str, Path]:

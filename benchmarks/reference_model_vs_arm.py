@@ -166,17 +166,47 @@ def _best_time(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
     return best, result
 
 
-def _agree(ours: list[np.ndarray], arm: list[np.ndarray]) -> str:
-    for mine, theirs in zip(ours, arm):
+def _agree(ours: list[np.ndarray], arm: list[np.ndarray]) -> bool:
+    """Integers identical; floats within 1e-3 relative to the value plus 1e-3 of the
+    tensor's largest magnitude (a fixed 1e-3 would pass any softmax over 1000 classes)."""
+    for mine, theirs in zip(ours, arm, strict=True):
         mine = np.asarray(mine)
         theirs = np.asarray(theirs).reshape(mine.shape)
         if mine.dtype.kind in "iub":
             if not np.array_equal(mine, theirs.astype(mine.dtype)):
-                return "no"
-        elif not np.allclose(mine.astype(np.float64), theirs.astype(np.float64),
-                             rtol=1e-3, atol=1e-3, equal_nan=True):
-            return "no"
-    return "yes"
+                return False
+            continue
+        theirs = theirs.astype(np.float64)
+        finite = np.abs(theirs[np.isfinite(theirs)])
+        scale = float(finite.max()) if finite.size else 0.0
+        if not np.allclose(mine.astype(np.float64), theirs, rtol=1e-3, atol=1e-3 * scale,
+                           equal_nan=True):
+            return False
+    return True
+
+
+def _agree_on_every_tensor(module: Module, inputs: list[np.ndarray]) -> str:
+    """Compare every op's result, not only the graph outputs, in one untimed run each.
+
+    The result of each non-constant op becomes a graph output of a probe copy of the
+    bytes, so a difference inside the network cannot hide behind a saturating output.
+    """
+    graph = module.main
+    saved = graph.outputs
+    probes = [value for op in graph.ops if op.name not in ("tosa.const", "tosa.const_shape")
+              for value in op.results]
+    graph.set_outputs(probes)
+    try:
+        data = write_tosa(module)
+    finally:
+        graph.set_outputs(saved)
+    ours = list(reference_model.run(data, inputs).values())
+    arm = _quiet_arm(data, inputs)
+    differing = [value.owner.name for value, mine, theirs in zip(probes, ours, arm, strict=True)
+                 if not _agree([mine], [theirs])]
+    if differing:
+        return f"no: {len(differing)} of {len(probes)} tensors, first from {differing[0]}"
+    return f"yes (all {len(probes)} tensors)"
 
 
 def _tflite_time(path: Path, repeat: int, rng: np.random.Generator) -> str:
@@ -201,7 +231,7 @@ def _tflite_time(path: Path, repeat: int, rng: np.random.Generator) -> str:
 
 
 def bench(name: str, module: Module, repeat: int, rng: np.random.Generator,
-          tflite: Path | None = None) -> str:
+          tflite: Path | None = None, every_tensor: bool = False) -> str:
     data = write_tosa(module)
     inputs = graph_inputs(module, rng)
     arm_time, arm_out = _best_time(lambda: _quiet_arm(data, inputs), repeat)
@@ -212,9 +242,13 @@ def bench(name: str, module: Module, repeat: int, rng: np.random.Generator,
     run_time, _ = _best_time(lambda: compiled.run(inputs), repeat)
     ratio = our_time / arm_time if arm_time > 0 else float("inf")
     tflite_ms = _tflite_time(tflite, repeat, rng) if tflite is not None else "-"
+    if every_tensor:
+        agree = _agree_on_every_tensor(module, inputs)
+    else:
+        agree = "yes" if _agree(our_out, arm_out) else "no"
     return (f"| {name} | {len(module.main.ops)} | {arm_time * 1e3:.2f} | {our_time * 1e3:.2f} | "
             f"{ratio:.2f} | {run_time * 1e3:.2f} | {run_time / arm_time:.2f} | {tflite_ms} | "
-            f"{_agree(our_out, arm_out)} |")
+            f"{agree} |")
 
 
 def main() -> None:
@@ -222,6 +256,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="runs per row; the best counts")
     parser.add_argument("--models", default="arch/*.tflite",
                         help="glob under models/ (default: arch/*.tflite)")
+    parser.add_argument("--no-mobilenet-v2", dest="mobilenet_v2", action="store_false",
+                        help="leave out the 224x224 MobileNetV2 rows (benchmarks/mobilenet_v2.py)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print("| graph | ops | Arm ms (bytes to outputs) | ours ms (bytes to outputs) | ours / Arm "
@@ -234,11 +270,20 @@ def main() -> None:
                     args.repeat, rng), flush=True)
     from tfl2tosa.pipeline import convert
 
-    for path in sorted((REPO / "models").glob(args.models)):
-        name = str(path.relative_to(REPO / "models"))
+    # (row name, .tflite file, compare every tensor): the zoo's small models compare
+    # their outputs; the 224x224 MobileNetV2 every intermediate tensor as well.
+    models = [(str(path.relative_to(REPO / "models")), path, False)
+              for path in sorted((REPO / "models").glob(args.models))]
+    if args.mobilenet_v2:
+        from mobilenet_v2 import mobilenet_v2_paths
+
+        models += [(f"MobileNetV2 224x224 {flavour}", path, True)
+                   for flavour, path in mobilenet_v2_paths().items()]
+    for name, path, every_tensor in models:
         try:
             module, _ = convert(path)
-            print(bench(name, module, args.repeat, rng, tflite=path), flush=True)
+            print(bench(name, module, args.repeat, rng, tflite=path,
+                        every_tensor=every_tensor), flush=True)
         except (Tfl2TosaError, RuntimeError) as exc:
             print(f"| {name} | - | - | - | - | - | - | - | {type(exc).__name__}: "
                   f"{str(exc).splitlines()[0][:80]} |", flush=True)
