@@ -170,6 +170,17 @@ def _fold_constant(op: Op) -> list[np.ndarray] | None:
     spec_name = _CONSTANT_OPS[op.name]
     try:
         _check_type_mode_once(op, OPS[spec_name])
+    except SpecErrorIf:
+        return None
+    values = op.attrs.get("values")
+    if spec_name == "CONST" and len(op.results) == 1 and isinstance(values, np.ndarray):
+        # What the CONST kernel returns for an array already of the declared dtype
+        # (the reader's and the converter's constants): the array itself.
+        value_type = op.results[0].type
+        if isinstance(value_type, TensorType) and values.shape == value_type.shape \
+                and values.dtype == expected_dtype(value_type):
+            return [values]
+    try:
         results = KERNELS[spec_name](KernelContext(
             op_name=spec_name, inputs=[], attrs=op.attrs, input_types=[],
             output_types=[v.type for v in op.results], loc=op.loc))
@@ -254,21 +265,24 @@ def _typed_pairs(args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, 
 
 # Op name and operand / result types that passed check_type_mode: the check depends on
 # nothing else, and models repeat the same few signatures many times. Keyed by the
-# types' ids (hashing a type hashes its shape and element every time); each entry
-# keeps its types alive, so an id cannot be reused while it is a key.
-_VALID_SIGNATURES: dict[tuple, tuple[Type, ...]] = {}
+# types themselves (immutable, hashed once each), so every model read with the same
+# op and types shares the entry.
+_VALID_SIGNATURES: set[tuple] = set()
 _SIGNATURE_LIMIT = 1 << 14
 
 
 def _check_type_mode_once(op: Op, opdef: OpDef) -> None:
-    types = tuple(v.type for v in op.operands) + (None,) + tuple(v.type for v in op.results)
-    signature = (op.name, *map(id, types))
-    if signature in _VALID_SIGNATURES:
+    signature = (op.name, *[v.type for v in op.operands], None, *[v.type for v in op.results])
+    try:
+        if signature in _VALID_SIGNATURES:
+            return
+    except TypeError:  # a type that cannot be hashed: check it every time
+        check_type_mode(op, opdef)
         return
     check_type_mode(op, opdef)
     if len(_VALID_SIGNATURES) >= _SIGNATURE_LIMIT:
         _VALID_SIGNATURES.clear()
-    _VALID_SIGNATURES[signature] = types
+    _VALID_SIGNATURES.add(signature)
 
 
 def check_type_mode(op: Op, opdef: OpDef) -> None:

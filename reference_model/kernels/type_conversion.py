@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 
 from reference_model import numerics
 from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
-from tfl2tosa.ir.types import numpy_dtype
+from tfl2tosa.ir.types import ScalarType, numpy_dtype
 
 
 @kernel("CAST")
@@ -106,12 +109,13 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
 class _RescaleSetup:
     """RESCALE's decoded constants and what the operand types prove about its REQUIREs.
 
-    The proofs use Python integers per channel (exact, and cheaper than numpy for
-    the one to a few hundred channels of a model's RESCALEs).
+    Per-tensor parameters are Python integers; per-channel ones [C] int64 arrays
+    that broadcast along the last dimension (|value| <= 2^32, multiplier < 2^31
+    and rounding <= 2^61 + 2^30 keep every product and sum inside int64).
     """
 
-    def __init__(self, op: StaticOp, in_bits: int, out_bits: int, multiplier: list[int],
-                 shift: list[int], in_zp: int, out_zp: int) -> None:
+    def __init__(self, op: StaticOp, in_bits: int, out_bits: int, multiplier: Any,
+                 shift: Any, in_zp: int, out_zp: int) -> None:
         attrs = op.attrs
         self.op = op
         self.in_bits, self.out_bits = in_bits, out_bits
@@ -121,34 +125,51 @@ class _RescaleSetup:
         self.input_unsigned = bool(attrs.get("input_unsigned", False))
         self.output_unsigned = bool(attrs.get("output_unsigned", False))
         self.in_zp, self.out_zp = in_zp, out_zp
-        self.raw_multiplier, self.raw_shift = multiplier, shift
+        self.multiplier, self.shift = multiplier, shift
         self.zp_in = _extend(in_zp, in_bits, self.input_unsigned)
         self.zp_out = _extend(out_zp, out_bits, self.output_unsigned)
         self.extend_mask = (1 << in_bits) - 1 if self.input_unsigned else 0
         self.out_range = (numerics.int_min(out_bits, self.output_unsigned),
                           numerics.int_max(out_bits, self.output_unsigned))
         double = self.scale32 and self.rounding_mode == "DOUBLE_ROUND"
-        limits = [1 << (s - 1) for s in shift]
-        # Per-tensor parameters as Python ints, per-channel ones as [C] int64 arrays that
-        # broadcast along the last dimension.
-        as_param = ((lambda values: np.array(values, np.int64)) if self.per_channel
-                    else (lambda values: values[0]))
-        self.multiplier, self.shift = as_param(multiplier), as_param(shift)
-        self.limit = self.rounding = as_param(limits)
+        # apply_scale's rounding term 1 << (shift - 1), and with DOUBLE_ROUND for
+        # shift > 31 a further +-2^30 by the value's sign.
+        self.limit = self.rounding = (np.left_shift(np.int64(1), shift - 1) if self.per_channel
+                                      else 1 << (shift - 1))
         self.round_by_sign = None
-        if double and any(s > 31 for s in shift):
-            adjust = [(1 << 30) if s > 31 else 0 for s in shift]
-            self.round_by_sign = (as_param([r + a for r, a in zip(limits, adjust)]),
-                                  as_param([r - a for r, a in zip(limits, adjust)]))
+        if double and np.any(shift > 31):
+            adjust = np.where(shift > 31, np.int64(1 << 30), np.int64(0))
+            if not self.per_channel:
+                adjust = int(adjust)
+            self.round_by_sign = (self.rounding + adjust, self.rounding - adjust)
         # The value's range from the input type.
         if self.input_unsigned:
             low, high = 0, (1 << in_bits) - 1
         else:
             low, high = numerics.int_min(in_bits), numerics.int_max(in_bits)
         low, high = low - self.zp_in, high - self.zp_in
-        self.value_proved = not self.scale32 or (-min(limits) <= low and high < min(limits))
-        self.result_proved = self.value_proved and _results_fit_int32(
-            low, high, multiplier, shift, limits, double, self.zp_out)
+        smallest_limit = int(np.min(self.limit))
+        self.value_proved = not self.scale32 or (-smallest_limit <= low and high < smallest_limit)
+        self.result_proved = self.value_proved and self._ends_fit_int32(low, high)
+
+    def _ends_fit_int32(self, low: int, high: int) -> bool:
+        """Do apply_scale_32 / apply_scale_16 of every value in [low, high] fit int32, also
+        after adding output_zp, in every channel? The scaling is nondecreasing in the
+        value, so the results at low and high bound all others."""
+        lowest, highest = self._scaled(low), self._scaled(high)
+        if self.per_channel:
+            lowest, highest = int(lowest.min()), int(highest.max())
+        return (numerics.int_min(32) <= min(lowest, lowest + self.zp_out)
+                and max(highest, highest + self.zp_out) <= numerics.int_max(32))
+
+    def _scaled(self, value: int) -> Any:
+        """apply_scale_32 / apply_scale_16's result for one value, per channel."""
+        rounding = self.rounding
+        if self.round_by_sign is not None:
+            rounding = self.round_by_sign[0] if value >= 0 else self.round_by_sign[1]
+        if self.per_channel:
+            return (np.int64(value) * self.multiplier + rounding) >> self.shift
+        return (value * self.multiplier + rounding) >> self.shift
 
     @classmethod
     def of(cls, op: StaticOp) -> _RescaleSetup | None:
@@ -163,25 +184,28 @@ class _RescaleSetup:
                 or constants[2].size != 1 or constants[3].size != 1:
             return None
         in_bits, out_bits = in_element.bits, out_element.bits
-        if in_bits > 32 or numpy_dtype(in_element).itemsize * 8 != in_bits \
-                or numpy_dtype(out_element).itemsize * 8 != out_bits:
+        if in_bits > 32 or _bits_held(in_element) != in_bits \
+                or _bits_held(out_element) != out_bits:
             return None
         attrs = op.attrs
         in_zp = int(constants[2].reshape(-1)[0])
         out_zp = int(constants[3].reshape(-1)[0])
         per_channel = bool(attrs["per_channel"])
-        numerics.check_rescale_attributes(
-            in_bits, out_bits, in_zp, out_zp, bool(attrs["scale32"]), attrs["rounding_mode"],
-            per_channel, bool(attrs.get("input_unsigned", False)),
-            bool(attrs.get("output_unsigned", False)), len(shape))
+        _check_attributes(in_bits, out_bits, in_zp, out_zp, bool(attrs["scale32"]),
+                          attrs["rounding_mode"], per_channel,
+                          bool(attrs.get("input_unsigned", False)),
+                          bool(attrs.get("output_unsigned", False)), len(shape))
         channels = shape[-1] if per_channel else 1
-        multiplier = [int(m) for m in constants[0].reshape(-1).tolist()]
-        shift = [int(s) for s in constants[1].reshape(-1).tolist()]
-        if len(multiplier) != channels or len(shift) != channels or channels == 0:
+        multiplier = constants[0].reshape(-1).astype(np.int64)
+        shift = constants[1].reshape(-1).astype(np.int64)
+        if multiplier.size != channels or shift.size != channels or channels == 0:
             return None
         largest = numerics.int_max(32 if attrs["scale32"] else 16)
-        if not (all(0 <= m <= largest for m in multiplier) and all(2 <= s <= 62 for s in shift)):
+        if not (0 <= multiplier.min() and multiplier.max() <= largest
+                and 2 <= shift.min() and shift.max() <= 62):
             return None  # a REQUIRE fails on every run: the kernel reports it
+        if not per_channel:
+            multiplier, shift = int(multiplier[0]), int(shift[0])
         return cls(op, in_bits, out_bits, multiplier, shift, in_zp, out_zp)
 
     def values_fit(self, value: np.ndarray) -> bool:
@@ -207,7 +231,8 @@ class _RescaleSetup:
         """numerics.rescale on the original operands: raises what the fast path detected."""
         x = operands[0]
         result = numerics.rescale(
-            x, np.array(self.raw_multiplier), np.array(self.raw_shift), self.in_zp, self.out_zp,
+            x, np.reshape(self.multiplier, -1), np.reshape(self.shift, -1), self.in_zp,
+            self.out_zp,
             in_bits=self.in_bits, out_bits=self.out_bits, scale32=self.scale32,
             rounding_mode=self.rounding_mode, per_channel=self.per_channel,
             input_unsigned=self.input_unsigned, output_unsigned=self.output_unsigned)
@@ -221,34 +246,14 @@ def _extend(value: int, bits: int, unsigned: bool) -> int:
     return value if unsigned or value < 1 << (bits - 1) else value - (1 << bits)
 
 
-def _results_fit_int32(low: int, high: int, multiplier: list[int], shift: list[int],
-                       limits: list[int], double_round: bool, output_zp: int) -> bool:
-    """Do apply_scale_32 / apply_scale_16 of the values low and high (the ends of the
-    range; the scaling is nondecreasing) fit int32, also after adding output_zp, in
-    every channel? One channel in Python integers; many in int64 arrays, where
-    |value| <= 2^32, multiplier < 2^31 and rounding <= 2^61 + 2^30 cannot overflow."""
-    int32_min, int32_max = numerics.int_min(32), numerics.int_max(32)
-    if len(multiplier) == 1:
-        ends = [_scaled(value, multiplier[0], shift[0], limits[0], double_round)
-                for value in (low, high)]
-        return all(int32_min <= min(end, end + output_zp)
-                   and max(end, end + output_zp) <= int32_max for end in ends)
-    m, s, r = (np.array(values, np.int64) for values in (multiplier, shift, limits))
-    for value in (low, high):
-        rounding = r
-        if double_round:
-            adjust = (1 << 30) if value >= 0 else -(1 << 30)
-            rounding = r + np.where(s > 31, np.int64(adjust), np.int64(0))
-        end = (np.int64(value) * m + rounding) >> s
-        if int(end.min()) < int32_min - min(output_zp, 0) \
-                or int(end.max()) > int32_max - max(output_zp, 0):
-            return False
-    return True
+@functools.lru_cache(maxsize=64)
+def _bits_held(element: ScalarType) -> int:
+    """The bits of the numpy dtype holding `element` (i4 lives in 8, i48 in 64)."""
+    return numpy_dtype(element).itemsize * 8
 
 
-def _scaled(value: int, multiplier: int, shift: int, limit: int, double_round: bool) -> int:
-    """apply_scale_32 / apply_scale_16's result for one value (exact Python integers)."""
-    rounding = limit
-    if double_round and shift > 31:
-        rounding += (1 << 30) if value >= 0 else -(1 << 30)
-    return (value * multiplier + rounding) >> shift
+@functools.lru_cache(maxsize=256)
+def _check_attributes(*arguments: Any) -> None:
+    """numerics.check_rescale_attributes, once per distinct set of arguments (a model
+    repeats a few; a failing check raises every time, exceptions are not cached)."""
+    numerics.check_rescale_attributes(*arguments)

@@ -71,23 +71,27 @@ class _Table:
             offsets = vtables[vtable] = struct.unpack_from(f"<{count}H", data, vtable + 4)
         self.data, self.pos, self.offsets, self.vtables = data, pos, offsets, vtables
 
-    def _field(self, slot: int) -> int:
-        """The field's absolute position, 0 if absent."""
+    # The accessors below spell out the vtable look-up (`offsets[slot]`, 0 when the
+    # field is absent) instead of sharing a helper: a model has thousands of fields,
+    # and a call per field was a visible part of reading it.
+
+    def has(self, slot: int) -> bool:
+        offsets = self.offsets
+        return slot < len(offsets) and offsets[slot] != 0
+
+    def scalar(self, slot: int, unpack: Any, default: Any = 0) -> Any:
         offsets = self.offsets
         offset = offsets[slot] if slot < len(offsets) else 0
-        return self.pos + offset if offset else 0
+        return unpack(self.data, self.pos + offset)[0] if offset else default
 
     def _target(self, slot: int) -> int:
         """Where an offset field (string, vector, table) points, 0 if absent."""
-        at = self._field(slot)
-        return at + _U32(self.data, at)[0] if at else 0
-
-    def has(self, slot: int) -> bool:
-        return self._field(slot) != 0
-
-    def scalar(self, slot: int, unpack: Any, default: Any = 0) -> Any:
-        at = self._field(slot)
-        return unpack(self.data, at)[0] if at else default
+        offsets = self.offsets
+        offset = offsets[slot] if slot < len(offsets) else 0
+        if not offset:
+            return 0
+        at = self.pos + offset
+        return at + _U32(self.data, at)[0]
 
     def table(self, slot: int) -> _Table | None:
         at = self._target(slot)
@@ -119,6 +123,15 @@ class _Table:
                 raise IndexError("string runs past the end of the buffer")
             names.append(data[at + 4:end].decode("utf-8"))
         return names
+
+    def ints(self, slot: int) -> list[int] | None:
+        """A vector of int32 as a list; None if absent (cheaper than numpy for the few
+        values of a shape or an attribute)."""
+        at = self._target(slot)
+        if not at:
+            return None
+        count = _U32(self.data, at)[0]
+        return list(struct.unpack_from(f"<{_checked(count, self.data)}i", self.data, at + 4))
 
     def array(self, slot: int, dtype: str) -> np.ndarray | None:
         """A vector of scalars as a read-only numpy view of the buffer; None if absent."""
@@ -222,15 +235,31 @@ _OPERATOR = _slots("TosaOperator", "op", "attribute_type", "attribute", "inputs"
 _LOCATION = _slots("OpLocation", "text")
 
 
-_ATTRIBUTE_SLOTS: dict[tuple[str, str], tuple[int, str]] = {}
+_OP_SLOT, _INPUTS_SLOT, _OUTPUTS_SLOT = _OPERATOR["op"], _OPERATOR["inputs"], _OPERATOR["outputs"]
+_ATTRIBUTE_TYPE_SLOT, _ATTRIBUTE_SLOT = _OPERATOR["attribute_type"], _OPERATOR["attribute"]
+_LOCATION_SLOT, _LOCATION_TEXT_SLOT = _OPERATOR["location"], _LOCATION["text"]
+
+_AttributeField = tuple[tosa_ops.Attr, int, Any]   # the attribute, its slot, its unpacker
+_ATTRIBUTE_FIELDS: dict[str, tuple[int, tuple[_AttributeField, ...]]] = {}
 
 
-def _attribute_slot(table_name: str, field_name: str) -> tuple[int, str]:
-    key = (table_name, field_name)
-    found = _ATTRIBUTE_SLOTS.get(key)
+def _attribute_fields(definition: tosa_ops.OpDef) -> tuple[int, tuple[_AttributeField, ...]]:
+    """The operator's attribute union type and its stored attributes' fields, worked
+    out once per operator from the generated builder functions."""
+    found = _ATTRIBUTE_FIELDS.get(definition.name)
     if found is None:
-        found = _ATTRIBUTE_SLOTS[key] = _slot(table_name, field_name)
+        fields = []
+        for attr in definition.attrs:
+            if attr.fbs_field:
+                slot, stored = _slot(definition.fbs_attr, attr.fbs_field)
+                fields.append((attr, slot, _SCALARS.get(stored)))
+        found = _ATTRIBUTE_FIELDS[definition.name] = (
+            getattr(fb.Attribute, definition.fbs_attr), tuple(fields))
     return found
+
+
+_TENSOR_TYPES: dict[tuple, TensorType] = {}
+_TENSOR_TYPE_LIMIT = 1 << 14
 
 
 @dataclass
@@ -245,15 +274,18 @@ class _Reader:
         self.data = data
         self.root = _Table(data, _U32(data, 0)[0], {})
         self.declared_variables: set[str] = set()
-        self._types: dict[tuple, TensorType] = {}
 
-    def tensor_type(self, shape: tuple[int, ...] | None, element: Any) -> TensorType:
-        """One TensorType per distinct shape and element (types are immutable, and
-        building one checks it)."""
+    @staticmethod
+    def tensor_type(shape: tuple[int, ...] | None, element: Any) -> TensorType:
+        """One TensorType per distinct shape and element, shared by every file read
+        (types are immutable, building one checks it, and the reference model's
+        per-signature caches then find a model's types by identity)."""
         key = (shape, element)
-        found = self._types.get(key)
+        found = _TENSOR_TYPES.get(key)
         if found is None:
-            found = self._types[key] = TensorType(shape, element)
+            if len(_TENSOR_TYPES) >= _TENSOR_TYPE_LIMIT:
+                _TENSOR_TYPES.clear()
+            found = _TENSOR_TYPES[key] = TensorType(shape, element)
         return found
 
     def module(self) -> Module:
@@ -333,9 +365,8 @@ class _BlockReader:
             element = ELEMENT_BY_DTYPE.get(dtype)
             if element is None:
                 raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
-            dims = t.array(_TENSOR["shape"], "<i4")
-            shape = None if t.scalar(_TENSOR["is_unranked"], _U8) else tuple(
-                dims.tolist() if dims is not None else ())
+            dims = t.ints(_TENSOR["shape"])
+            shape = None if t.scalar(_TENSOR["is_unranked"], _U8) else tuple(dims or ())
             raw = t.array(_TENSOR["data"], "u1")
             variable = (_text(t.string(_TENSOR["variable_name"]))
                         if t.scalar(_TENSOR["variable"], _U8) else None)
@@ -375,22 +406,32 @@ class _BlockReader:
 
     # -- operators
 
-    def _operator(self, operator: Any) -> Op:
-        op_enum = operator.scalar(_OPERATOR["op"], _U32)
+    def _operator(self, operator: _Table) -> Op:
+        op_enum = operator.scalar(_OP_SLOT, _U32)
         definition = _OP_BY_ENUM.get(op_enum)
         if definition is None:
             raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
-        inputs = operator.strings(_OPERATOR["inputs"])
-        outputs = operator.strings(_OPERATOR["outputs"])
-        location = operator.table(_OPERATOR["location"])
-        loc = _text(location.string(_LOCATION["text"])) if location is not None else ""
-        if definition.name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
+        inputs = operator.strings(_INPUTS_SLOT)
+        outputs = operator.strings(_OUTPUTS_SLOT)
+        location = operator.table(_LOCATION_SLOT)
+        loc = _text(location.string(_LOCATION_TEXT_SLOT)) if location is not None else ""
+        name = definition.name
+        if name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
             return self._variable_access(inputs, outputs, loc)
         attrs = self._attributes(operator, definition, inputs, outputs)
-        op = Op(definition.mlir, [self._value(n) for n in inputs],
-                [self._type(n) for n in outputs], attrs, result_names=outputs, loc=loc)
+        values, shapes, tensors = self.values, self.shapes, self.tensors
+        try:
+            operands = [values[n] for n in inputs]
+            result_types = [tensors[n].type if n not in shapes else ShapeType(len(shapes[n]))
+                            for n in outputs]
+        except KeyError:  # the same checks one name at a time, for the error message
+            operands = [self._value(n) for n in inputs]
+            result_types = [self._type(n) for n in outputs]
+        op = Op(definition.mlir, operands, result_types, attrs, result_names=outputs, loc=loc)
         for name, value in zip(outputs, op.results):
-            self._define(name, value)
+            if name in values:
+                raise TosaFileError(f"{self.graph_.name}: {name!r} is defined twice")
+            values[name] = value
         return op
 
     def _attributes(self, operator: _Table, definition: tosa_ops.OpDef, inputs: list[str],
@@ -405,35 +446,32 @@ class _BlockReader:
             if outputs[0] not in self.shapes:
                 raise TosaFileError(f"CONST_SHAPE output {outputs[0]!r} is not in shapes[]")
             return {"values": list(self.shapes[outputs[0]])}
-        expected = getattr(fb.Attribute, definition.fbs_attr)
-        attribute_type = operator.scalar(_OPERATOR["attribute_type"], _U8)
-        table = operator.table(_OPERATOR["attribute"])
-        if attribute_type != expected or table is None:
-            if any(a.fbs_field for a in definition.attrs):
-                raise TosaFileError(f"{definition.name} carries attribute type "
-                                    f"{attribute_type}, expected {expected}")
+        expected, fields = _attribute_fields(definition)
+        if not fields:
             return {}
+        attribute_type = operator.scalar(_ATTRIBUTE_TYPE_SLOT, _U8)
+        table = operator.table(_ATTRIBUTE_SLOT)
+        if attribute_type != expected or table is None:
+            raise TosaFileError(f"{definition.name} carries attribute type "
+                                f"{attribute_type}, expected {expected}")
         attrs: dict[str, Any] = {}
-        for attr in definition.attrs:
-            if attr.fbs_field:
-                value = self._attribute(table, definition.fbs_attr, attr, inputs)
-                if value is not None:
-                    attrs[attr.name] = value
+        for attr, slot, unpack in fields:
+            value = self._attribute(table, attr, slot, unpack, inputs)
+            if value is not None:
+                attrs[attr.name] = value
         return attrs
 
-    def _attribute(self, table: _Table, table_name: str, attr: tosa_ops.Attr,
+    def _attribute(self, table: _Table, attr: tosa_ops.Attr, slot: int, unpack: Any,
                    inputs: list[str]) -> Any:
-        slot, stored = _attribute_slot(table_name, attr.fbs_field)
         kind = attr.type
         if kind == "i32":
-            return int(table.scalar(slot, _SCALARS[stored]))
+            return int(table.scalar(slot, unpack))
         if kind == "bool":
-            return bool(table.scalar(slot, _SCALARS[stored]))
+            return bool(table.scalar(slot, unpack))
         if kind == "i32[]":
-            values = table.array(slot, "<i4")
-            return None if values is None else values.tolist()
+            return table.ints(slot)
         if kind in _ENUM_NAMES:
-            raw = table.scalar(slot, _SCALARS[stored])
+            raw = table.scalar(slot, unpack)
             if raw == 0:  # absent / UNKNOWN: the specification's default, if any
                 return attr.default
             try:
