@@ -61,6 +61,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+# One OpenBLAS thread, set before numpy loads (an OPENBLAS_NUM_THREADS in the
+# environment wins): Arm's model computes on one thread, so this is like for like,
+# and on the shared 2-core machine a second BLAS thread waiting for a busy core
+# made single rows 10-30x slower at random (MATMUL 256^3 i8: 0.55 or 15.9 ms).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 
 # Run from a checkout: the repository root first on the path.
