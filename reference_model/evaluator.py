@@ -113,14 +113,27 @@ class Evaluator:
             if step.error is not None:
                 # A new exception each run: the plan's own must not collect tracebacks.
                 raise type(step.error)(str(step.error))
+            operands = [slots[i] for i in step.operands]
             try:
                 try:
-                    results = step.call([slots[i] for i in step.operands], variables, run_graph)
+                    prepared = step.prepared
+                    results = (prepared(operands) if prepared is not None
+                               else step.call(operands, variables, run_graph))
                 except (SpecErrorIf, SpecRequire) as exc:
                     # Helpers shared by kernels (numerics) do not know the op: name it here.
                     if not str(exc).startswith(step.where):
                         raise type(exc)(f"{step.where}: {exc}") from exc
                     raise
+                single = step.single
+                if single is not None and len(results) == 1:
+                    # The common case of check_results, inline: one array of the
+                    # declared dtype and static shape.
+                    array = results[0]
+                    slot, dtype, shape = single
+                    if array.__class__ is np.ndarray and array.dtype == dtype \
+                            and array.shape == shape:
+                        slots[slot] = array
+                        continue
                 results = check_results(step, results)
             except SpecRequire as exc:
                 # The result is unpredictable from here on, but an ERROR_IF further on

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from reference_model.kernels import KERNELS, PREPARERS, KernelContext, StaticOp
+from reference_model.kernels import KERNELS, PREPARERS, KernelContext, Prepared, StaticOp
 from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
@@ -56,6 +56,11 @@ class Step:
     results: tuple[ResultCheck, ...]
     call: StepCall
     error: Exception | None = None          # found at compile time, raised when run
+    # The prepared kernel, called on the operands alone (no variables, no graphs).
+    prepared: Prepared | None = None
+    # (slot, dtype, shape) of a single result with a static shape: what a run checks
+    # inline before the general check_results.
+    single: tuple[int, np.dtype, tuple[int, ...]] | None = None
 
 
 @dataclass
@@ -116,8 +121,13 @@ def _step(op: Op, slot_of: dict[int, int], missing: list[Value],
     except (ReferenceModelError, SpecErrorIf) as exc:
         step.error = exc
         return step
-    known = [constants.get(slot) for slot in operands]
-    step.call = _prepared_call(op, spec_name, known) or _generic_call(op, spec_name)
+    if len(results) == 1 and results[0].dtype is not None \
+            and results[0].static_shape is not None:
+        check = results[0]
+        step.single = (check.slot, check.dtype, check.static_shape)
+    step.prepared = _prepare(op, spec_name, [constants.get(slot) for slot in operands])
+    step.call = _generic_call(op, spec_name) if step.prepared is None \
+        else _prepared_call(step.prepared)
     return step
 
 
@@ -141,8 +151,7 @@ def _generic_call(op: Op, spec_name: str) -> StepCall:
     return call
 
 
-def _prepared_call(op: Op, spec_name: str, constants: list[np.ndarray | None]
-                   ) -> StepCall | None:
+def _prepare(op: Op, spec_name: str, constants: list[np.ndarray | None]) -> Prepared | None:
     preparer = PREPARERS.get(spec_name)
     if preparer is None:
         return None
@@ -151,12 +160,12 @@ def _prepared_call(op: Op, spec_name: str, constants: list[np.ndarray | None]
                       output_types=[v.type for v in op.results], loc=op.loc,
                       constants=constants)
     try:
-        fast = preparer(static)
+        return preparer(static)
     except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
         return None
-    if fast is None:
-        return None
 
+
+def _prepared_call(fast: Prepared) -> StepCall:
     def call(operands: list[np.ndarray], variables: dict[str, np.ndarray],
              run_graph: GraphRunner) -> list[np.ndarray]:
         return fast(operands)

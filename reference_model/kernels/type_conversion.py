@@ -83,7 +83,9 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x = operands[0]
-        value = x.astype(np.int64)
+        # One int64 working array, updated in place (a rank-0 input stays an array:
+        # in-place operators on it keep it one).
+        value = np.array(x, dtype=np.int64)
         if extend_mask:
             value &= extend_mask           # zero-extend an unsigned input
         if zp_in:
@@ -92,16 +94,21 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
             return [setup.generic(operands)]
         if setup.round_by_sign is not None:
             positive, negative = setup.round_by_sign
-            result = value * multiplier + np.where(value >= 0, positive, negative)
+            round_term = np.where(value >= 0, positive, negative)
+            value *= multiplier
+            value += round_term
         else:
-            result = value * multiplier + rounding
-        result >>= shift
-        if check_result and not setup.results_fit(result):
+            value *= multiplier
+            value += rounding
+        value >>= shift
+        if check_result and not setup.results_fit(value):
             return [setup.generic(operands)]
         if zp_out:
-            result += zp_out
-        # A rank-0 input gives numpy scalars, which np.clip cannot write into.
-        return [np.asarray(np.clip(result, low, high)).astype(out_dtype)]
+            value += zp_out
+        # np.clip's Python wrapper costs more than its two ufuncs.
+        np.maximum(value, low, out=value)
+        np.minimum(value, high, out=value)
+        return [value.astype(out_dtype)]
 
     return run
 
@@ -134,21 +141,23 @@ class _RescaleSetup:
         double = self.scale32 and self.rounding_mode == "DOUBLE_ROUND"
         # apply_scale's rounding term 1 << (shift - 1), and with DOUBLE_ROUND for
         # shift > 31 a further +-2^30 by the value's sign.
-        self.limit = self.rounding = (np.left_shift(np.int64(1), shift - 1) if self.per_channel
-                                      else 1 << (shift - 1))
         self.round_by_sign = None
-        if double and np.any(shift > 31):
-            adjust = np.where(shift > 31, np.int64(1 << 30), np.int64(0))
-            if not self.per_channel:
-                adjust = int(adjust)
-            self.round_by_sign = (self.rounding + adjust, self.rounding - adjust)
+        if self.per_channel:
+            self.limit = self.rounding = np.left_shift(np.int64(1), shift - 1)
+            smallest_limit = 1 << (int(shift.min()) - 1)
+            if double and shift.max() > 31:
+                adjust = np.where(shift > 31, np.int64(1 << 30), np.int64(0))
+                self.round_by_sign = (self.rounding + adjust, self.rounding - adjust)
+        else:
+            self.limit = self.rounding = smallest_limit = 1 << (shift - 1)
+            if double and shift > 31:
+                self.round_by_sign = (self.rounding + (1 << 30), self.rounding - (1 << 30))
         # The value's range from the input type.
         if self.input_unsigned:
             low, high = 0, (1 << in_bits) - 1
         else:
             low, high = numerics.int_min(in_bits), numerics.int_max(in_bits)
         low, high = low - self.zp_in, high - self.zp_in
-        smallest_limit = int(np.min(self.limit))
         self.value_proved = not self.scale32 or (-smallest_limit <= low and high < smallest_limit)
         self.result_proved = self.value_proved and self._ends_fit_int32(low, high)
 
@@ -196,16 +205,20 @@ class _RescaleSetup:
                           bool(attrs.get("input_unsigned", False)),
                           bool(attrs.get("output_unsigned", False)), len(shape))
         channels = shape[-1] if per_channel else 1
-        multiplier = constants[0].reshape(-1).astype(np.int64)
-        shift = constants[1].reshape(-1).astype(np.int64)
+        multiplier, shift = constants[0], constants[1]
         if multiplier.size != channels or shift.size != channels or channels == 0:
             return None
+        if per_channel:
+            multiplier = multiplier.reshape(-1).astype(np.int64)
+            shift = shift.reshape(-1).astype(np.int64)
+            bounds = (int(multiplier.min()), int(multiplier.max()),
+                      int(shift.min()), int(shift.max()))
+        else:
+            multiplier, shift = int(multiplier.reshape(-1)[0]), int(shift.reshape(-1)[0])
+            bounds = (multiplier, multiplier, shift, shift)
         largest = numerics.int_max(32 if attrs["scale32"] else 16)
-        if not (0 <= multiplier.min() and multiplier.max() <= largest
-                and 2 <= shift.min() and shift.max() <= 62):
+        if not (0 <= bounds[0] and bounds[1] <= largest and 2 <= bounds[2] and bounds[3] <= 62):
             return None  # a REQUIRE fails on every run: the kernel reports it
-        if not per_channel:
-            multiplier, shift = int(multiplier[0]), int(shift[0])
         return cls(op, in_bits, out_bits, multiplier, shift, in_zp, out_zp)
 
     def values_fit(self, value: np.ndarray) -> bool:

@@ -75,6 +75,14 @@ class _Table:
     # field is absent) instead of sharing a helper: a model has thousands of fields,
     # and a call per field was a visible part of reading it.
 
+    def positions(self, slots: tuple[int, ...]) -> list[int]:
+        """Each field's absolute position (0 if absent), for reading many fields of a
+        table at once with the `_at` helpers below."""
+        offsets, pos = self.offsets, self.pos
+        count = len(offsets)
+        return [pos + offsets[slot] if slot < count and offsets[slot] else 0
+                for slot in slots]
+
     def has(self, slot: int) -> bool:
         offsets = self.offsets
         return slot < len(offsets) and offsets[slot] != 0
@@ -140,6 +148,32 @@ class _Table:
             return None
         return np.frombuffer(self.data, dtype=dtype, count=_U32(self.data, at)[0],
                              offset=at + 4)
+
+
+def _text_at(data: bytes, field: int) -> str:
+    """The string an offset field at `field` points to ("" if the field is absent)."""
+    if not field:
+        return ""
+    return _string_at(data, field + _U32(data, field)[0]).decode("utf-8")
+
+
+def _ints_at(data: bytes, field: int) -> list[int] | None:
+    """The int32 vector an offset field at `field` points to (None if absent)."""
+    if not field:
+        return None
+    at = field + _U32(data, field)[0]
+    count = _checked(_U32(data, at)[0], data)
+    return list(struct.unpack_from(f"<{count}i", data, at + 4))
+
+
+def _bytes_at(data: bytes, field: int) -> np.ndarray | None:
+    """The [ubyte] vector an offset field at `field` points to, as a read-only view;
+    None if absent or empty."""
+    if not field:
+        return None
+    at = field + _U32(data, field)[0]
+    count = _U32(data, at)[0]
+    return np.frombuffer(data, dtype=np.uint8, count=count, offset=at + 4) if count else None
 
 
 def _string_at(data: bytes, at: int) -> bytes:
@@ -229,15 +263,19 @@ _REGION = _slots("TosaRegion", "name", "blocks")
 _BLOCK = _slots("TosaBasicBlock", "name", "operators", "tensors", "inputs", "outputs", "shapes")
 _TENSOR = _slots("TosaTensor", "name", "shape", "type", "data", "variable", "is_unranked",
                  "variable_name", "offset", "size")
+_TENSOR_FIELDS = tuple(_TENSOR[name] for name in (
+    "name", "offset", "size", "type", "shape", "is_unranked", "data", "variable",
+    "variable_name"))
 _SHAPE = _slots("TosaShape", "name", "rank", "data")
 _OPERATOR = _slots("TosaOperator", "op", "attribute_type", "attribute", "inputs", "outputs",
                    "location")
 _LOCATION = _slots("OpLocation", "text")
 
 
-_OP_SLOT, _INPUTS_SLOT, _OUTPUTS_SLOT = _OPERATOR["op"], _OPERATOR["inputs"], _OPERATOR["outputs"]
+_INPUTS_SLOT, _OUTPUTS_SLOT = _OPERATOR["inputs"], _OPERATOR["outputs"]
 _ATTRIBUTE_TYPE_SLOT, _ATTRIBUTE_SLOT = _OPERATOR["attribute_type"], _OPERATOR["attribute"]
-_LOCATION_SLOT, _LOCATION_TEXT_SLOT = _OPERATOR["location"], _LOCATION["text"]
+_OPERATOR_FIELDS = (_OPERATOR["op"], _OPERATOR["location"])
+_LOCATION_FIELDS = (_LOCATION["text"],)
 
 _AttributeField = tuple[tosa_ops.Attr, int, Any]   # the attribute, its slot, its unpacker
 _ATTRIBUTE_FIELDS: dict[str, tuple[int, tuple[_AttributeField, ...]]] = {}
@@ -354,25 +392,28 @@ class _BlockReader:
     # -- tables of tensors and shapes
 
     def _read_tensors(self) -> None:
+        tensors, tensor_type = self.tensors, self.reader.tensor_type
+        data = self.block.data
         for t in self.block.tables(_BLOCK["tensors"]):
-            name = _text(t.string(_TENSOR["name"]))
-            if name in self.tensors:
+            (name_at, offset_at, size_at, type_at, shape_at, unranked_at, data_at,
+             variable_at, variable_name_at) = t.positions(_TENSOR_FIELDS)
+            name = _text_at(data, name_at)
+            if name in tensors:
                 raise TosaFileError(f"tensor {name!r} is listed twice")
-            if t.scalar(_TENSOR["offset"], _U64) > 1 or t.scalar(_TENSOR["size"], _U64) > 0:
+            if (offset_at and _U64(data, offset_at)[0] > 1) \
+                    or (size_at and _U64(data, size_at)[0] > 0):
                 raise TosaFileError(f"tensor {name!r} keeps its data outside the flatbuffer "
                                     "(files over 2 GB are not supported)")
-            dtype = t.scalar(_TENSOR["type"], _U32)
+            dtype = _U32(data, type_at)[0] if type_at else 0
             element = ELEMENT_BY_DTYPE.get(dtype)
             if element is None:
                 raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
-            dims = t.ints(_TENSOR["shape"])
-            shape = None if t.scalar(_TENSOR["is_unranked"], _U8) else tuple(dims or ())
-            raw = t.array(_TENSOR["data"], "u1")
-            variable = (_text(t.string(_TENSOR["variable_name"]))
-                        if t.scalar(_TENSOR["variable"], _U8) else None)
-            self.tensors[name] = _TensorInfo(self.reader.tensor_type(shape, element),
-                                             raw if raw is not None and raw.size else None,
-                                             variable)
+            dims = _ints_at(data, shape_at)
+            shape = None if unranked_at and _U8(data, unranked_at)[0] else tuple(dims or ())
+            raw = _bytes_at(data, data_at)
+            variable = (_text_at(data, variable_name_at)
+                        if variable_at and _U8(data, variable_at)[0] else None)
+            tensors[name] = _TensorInfo(tensor_type(shape, element), raw, variable)
 
     def _read_shapes(self) -> None:
         for s in self.block.tables(_BLOCK["shapes"]):
@@ -407,14 +448,18 @@ class _BlockReader:
     # -- operators
 
     def _operator(self, operator: _Table) -> Op:
-        op_enum = operator.scalar(_OP_SLOT, _U32)
+        data = operator.data
+        op_at, location_at = operator.positions(_OPERATOR_FIELDS)
+        op_enum = _U32(data, op_at)[0] if op_at else 0
         definition = _OP_BY_ENUM.get(op_enum)
         if definition is None:
             raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
         inputs = operator.strings(_INPUTS_SLOT)
         outputs = operator.strings(_OUTPUTS_SLOT)
-        location = operator.table(_LOCATION_SLOT)
-        loc = _text(location.string(_LOCATION_TEXT_SLOT)) if location is not None else ""
+        loc = ""
+        if location_at:
+            location = _Table(data, location_at + _U32(data, location_at)[0], operator.vtables)
+            loc = _text_at(data, location.positions(_LOCATION_FIELDS)[0])
         name = definition.name
         if name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
             return self._variable_access(inputs, outputs, loc)
