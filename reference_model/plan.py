@@ -17,7 +17,7 @@ and when an op-by-op run would (an op in a branch never taken never fails).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -83,7 +83,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
     steps: list[Step] = []
     initial_values: dict[int, np.ndarray] = {}
     for op in graph.ops:
-        missing = [v for v in op.operands if id(v) not in slot_of]
+        missing = [v for v in op.operands if id(v) not in slot_of] if op.operands else ()
         for value in op.results:
             slot_of[id(value)] = len(slot_of)
         folded = _fold_constant(op) if op.name in _CONSTANT_OPS else None
@@ -104,7 +104,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
                      slot_of, output_error)
 
 
-def _step(op: Op, slot_of: dict[int, int], missing: list[Value],
+def _step(op: Op, slot_of: dict[int, int], missing: Sequence[Value],
           constants: dict[int, np.ndarray]) -> Step:
     where = f"{op.name} at {op.loc}" if op.loc else op.name
     results = tuple(_result_check(slot_of[id(v)], v) for v in op.results)
@@ -186,9 +186,10 @@ def _fold_constant(op: Op) -> list[np.ndarray] | None:
         # What the CONST kernel returns for an array already of the declared dtype
         # (the reader's and the converter's constants): the array itself.
         value_type = op.results[0].type
-        if isinstance(value_type, TensorType) and values.shape == value_type.shape \
-                and values.dtype == expected_dtype(value_type):
-            return [values]
+        if isinstance(value_type, TensorType):
+            dtype, static_shape, _ = _type_facts(value_type)
+            if values.shape == static_shape and values.dtype == dtype:
+                return [values]
     try:
         results = KERNELS[spec_name](KernelContext(
             op_name=spec_name, inputs=[], attrs=op.attrs, input_types=[],
@@ -226,9 +227,34 @@ def check_results(step: Step, results: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _result_check(slot: int, value: Value) -> ResultCheck:
-    declared = declared_shape(value.type)
+    return ResultCheck(slot, value, *_type_facts(value.type))
+
+
+# Per declared type: its numpy dtype, static shape and declared shape. Types are
+# immutable, and a model's values share a few dozen of them.
+_TYPE_FACTS: dict[Type, tuple[np.dtype | None, tuple[int, ...] | None,
+                              tuple[int, ...] | None]] = {}
+
+
+def _type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | None,
+                                           tuple[int, ...] | None]:
+    try:
+        return _TYPE_FACTS[value_type]
+    except KeyError:
+        pass
+    except TypeError:  # a type that cannot be hashed
+        return _work_out_type_facts(value_type)
+    if len(_TYPE_FACTS) >= _SIGNATURE_LIMIT:
+        _TYPE_FACTS.clear()
+    facts = _TYPE_FACTS[value_type] = _work_out_type_facts(value_type)
+    return facts
+
+
+def _work_out_type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | None,
+                                                    tuple[int, ...] | None]:
+    declared = declared_shape(value_type)
     static = declared if declared is not None and DYNAMIC not in declared else None
-    return ResultCheck(slot, value, expected_dtype(value.type), static, declared)
+    return expected_dtype(value_type), static, declared
 
 
 # ---------------------------------------------------------------------------

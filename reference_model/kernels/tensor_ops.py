@@ -649,20 +649,25 @@ def _conv_setup(op: StaticOp, weight_taps: int, weight_channels: int, channels: 
     if bias.size not in (1, out_channels) or x_shape[3] != weight_channels \
             or out_shape[3] != out_channels:
         return None
-    wc = _centered(weight, w_zp, integer)
     out_element = op.element(0, output=True)
     out_dtype = numpy_dtype(op.output_types[0].element)
     terms = weight_taps * channels
     if not integer:
         return _ConvSetup(window, x_shape, np.float64, float(in_zp), False, accumulation,
-                          bias.astype(out_dtype), False, out_dtype, 0), wc
+                          bias.astype(out_dtype), False, out_dtype, 0), \
+            _centered(weight, w_zp, integer)
     info = np.iinfo(numpy_dtype(in_element))
     x_bound = max(info.max - in_zp, in_zp - info.min)
-    w_bound = _max_abs(wc)
+    # max |w - w_zp| from the stored weights' extremes (no int64 copy of them).
+    w_bound = max(int(weight.max()) - w_zp, w_zp - int(weight.min())) if weight.size else 0
     work = _exact_dtype(terms, x_bound, w_bound)
     if work is np.int64 or _needs_partial_sum_check(terms, x_bound, w_bound,
                                                     accumulation.acc_bits):
         return None
+    # Centered in the work dtype, which holds every |w - w_zp| <= w_bound exactly.
+    wc = weight.astype(work)
+    if w_zp:
+        wc -= w_zp
     bias64 = numerics.as_int64(bias)
     largest = terms * x_bound * w_bound + (_max_abs(bias64) if bias64.size else 0)
     return _ConvSetup(window, x_shape, work, in_zp, True, accumulation, bias64,
@@ -727,7 +732,7 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
     if n * int(np.prod(window.out)) * terms > _PATCH_LIMIT:
         return None
     # The kernel's own operand layout, so BLAS sums float products in the same order.
-    matrix = wc.astype(setup.work).reshape(out_channels, terms).T
+    matrix = wc.astype(setup.work, copy=False).reshape(out_channels, terms).T
     out_shape = (n,) + window.out + (out_channels,)
     direct = taps == 1 and window.stride == (1, 1)
     tap_list = list(window.taps())
@@ -761,8 +766,8 @@ def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
     channels, multiplier = weight.shape[2], weight.shape[3]
     out_shape = (setup.input_shape[0],) + window.out + (channels * multiplier,)
     # Each tap's weights, shaped to broadcast over [N, OH, OW, C] (or [.., C, M]).
-    tap_weights = [(tap, wc[tap].astype(setup.work).reshape(channels)
-                    if multiplier == 1 else wc[tap].astype(setup.work))
+    tap_weights = [(tap, wc[tap].astype(setup.work, copy=False).reshape(channels)
+                    if multiplier == 1 else wc[tap].astype(setup.work, copy=False))
                    for tap in window.taps()]
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
