@@ -1,11 +1,15 @@
 """Whole-graph execution time: our reference model against Arm's (tosa_reference_model).
 
     .venv/bin/python benchmarks/reference_model_vs_arm.py [--repeat 7] [--models GLOB]
+                                                          [--no-mobilenet-v2]
 
-Rows: a single large CONV2D and MATMUL (int8 and fp32), then every model of
-the zoo (`models/arch/*.tflite`) that converts. Every row, in one run of the
-script, on the same `.tosa` bytes and the same seeded random inputs; the best
-of `--repeat` runs counts. Columns:
+Rows: a single large CONV2D and MATMUL (int8 and fp32), every model of the zoo
+(`models/arch/*.tflite`) that converts, then a real MobileNetV2 (224x224x3,
+alpha 1.0, 1000 classes, float32 and int8; `benchmarks/mobilenet_v2.py` makes and
+caches it, about 10 s the first time). Every row, in one run of the script, on
+the same `.tosa` bytes and the same seeded random inputs; the best of `--repeat`
+runs counts. numpy gets one OpenBLAS thread unless OPENBLAS_NUM_THREADS says
+otherwise (see below). Columns:
 
 - Arm: `tosa_reference_model.run(bytes, inputs)`, its only API: parse the
   flatbuffer, build and check the graph, run it, return the outputs.
@@ -17,39 +21,61 @@ of `--repeat` runs counts. Columns:
   model costs (validate's seeded runs, a batch of inputs). Arm's Python API
   cannot keep a loaded graph, so its column still includes loading: this
   ratio flatters us and is not like-for-like.
-- TFLite: `invoke()` of an allocated interpreter (default kernels) on the
-  original `.tflite`, for scale.
+- TFLite: `invoke()` of an allocated interpreter (its default XNNPACK delegate)
+  on the original `.tflite`, for scale.
 - agree: ours and Arm's outputs are identical (integers) or within 1e-3
-  relative (floats), so a fast wrong answer does not pass unnoticed.
+  relative, plus 1e-3 of the tensor's largest magnitude (floats), so a fast
+  wrong answer does not pass unnoticed. For MobileNetV2 every op's result is
+  compared, in one extra untimed run with all of them as graph outputs.
 
-Measured on the project's 2-core machine (best of 7, other jobs running):
+Measured on the project's 2-core machine (best of 15, other jobs running, one
+OpenBLAS thread):
 
-| graph | ops | Arm ms | ours ms | ours / Arm | run only ms | run only / Arm |
-| --- | --- | --- | --- | --- | --- | --- |
-| CONV2D 1x64x64x32 -> 64, 3x3 (i8) | 5 | 71.7 | 2.5 | 0.04 | 1.9 | 0.03 |
-| MATMUL 256x256x256 (i8) | 3 | 22.2 | 0.6 | 0.03 | 0.4 | 0.02 |
-| CONV2D 1x64x64x32 -> 64, 3x3 (f32) | 5 | 246.4 | 6.0 | 0.02 | 6.1 | 0.02 |
-| MATMUL 256x256x256 (f32) | 3 | 15.3 | 1.3 | 0.08 | 1.1 | 0.07 |
-| attention_block_float32 | 97 | 1.1 | 3.9 | 3.65 | 0.6 | 0.58 |
-| attention_block_int16x8 | 230 | 2.0 | 10.4 | 5.11 | 1.9 | 0.94 |
-| attention_block_int8 | 255 | 2.1 | 11.2 | 5.35 | 1.6 | 0.78 |
-| lstm_classifier_float32 | 414 | 6.2 | 15.2 | 2.44 | 2.9 | 0.47 |
-| lstm_classifier_int8 | 809 | 21.5 | 40.8 | 1.90 | 8.5 | 0.39 |
-| mobilenet_tiny_float32 | 107 | 7.6 | 6.9 | 0.92 | 2.2 | 0.28 |
-| mobilenet_tiny_int16x8 | 240 | 7.4 | 13.7 | 1.84 | 3.6 | 0.48 |
-| mobilenet_tiny_int8 | 269 | 6.7 | 17.4 | 2.59 | 3.0 | 0.45 |
+| graph | ops | Arm ms | ours ms | ours / Arm | run only ms | run only / Arm | TFLite ms |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| CONV2D 1x64x64x32 -> 64, 3x3 (i8) | 5 | 72.3 | 3.3 | 0.05 | 2.4 | 0.03 | - |
+| MATMUL 256x256x256 (i8) | 3 | 22.2 | 0.9 | 0.04 | 0.6 | 0.03 | - |
+| CONV2D 1x64x64x32 -> 64, 3x3 (f32) | 5 | 246.5 | 7.3 | 0.03 | 6.8 | 0.03 | - |
+| MATMUL 256x256x256 (f32) | 3 | 16.2 | 1.1 | 0.07 | 0.9 | 0.05 | - |
+| attention_block_dynamic_range | 97 | 1.0 | 3.5 | 3.40 | 0.6 | 0.55 | 0.01 |
+| attention_block_float16 | 97 | 1.0 | 3.6 | 3.46 | 0.6 | 0.54 | 0.01 |
+| attention_block_float32 | 97 | 1.1 | 3.5 | 3.24 | 0.6 | 0.53 | 0.01 |
+| attention_block_int16x8 | 230 | 2.0 | 8.9 | 4.45 | 1.7 | 0.86 | 0.05 |
+| attention_block_int8 | 255 | 2.2 | 9.3 | 4.34 | 1.3 | 0.62 | 0.01 |
+| lstm_classifier_dynamic_range | 414 | 6.5 | 14.3 | 2.21 | 3.0 | 0.46 | 0.02 |
+| lstm_classifier_float16 | 414 | 6.7 | 13.8 | 2.05 | 3.1 | 0.45 | 0.02 |
+| lstm_classifier_float32 | 414 | 6.6 | 17.0 | 2.59 | 3.5 | 0.54 | 0.04 |
+| lstm_classifier_int8 | 809 | 30.9 | 31.7 | 1.03 | 7.3 | 0.24 | 0.18 |
+| mobilenet_tiny_dynamic_range | 107 | 7.6 | 6.6 | 0.87 | 2.2 | 0.29 | 0.05 |
+| mobilenet_tiny_float16 | 107 | 7.6 | 6.3 | 0.83 | 2.1 | 0.28 | 0.05 |
+| mobilenet_tiny_float32 | 107 | 7.5 | 6.6 | 0.88 | 2.4 | 0.32 | 0.05 |
+| mobilenet_tiny_int16x8 | 240 | 7.5 | 12.7 | 1.69 | 3.9 | 0.52 | 1.14 |
+| mobilenet_tiny_int8 | 269 | 7.2 | 13.6 | 1.89 | 2.6 | 0.36 | 0.03 |
+| MobileNetV2 224x224 float32 | 183 | 1146.9 | 151.6 | 0.13 | 129.5 | 0.11 | 7.3 |
+| MobileNetV2 224x224 int8 | 457 | 536.3 | 115.5 | 0.22 | 85.6 | 0.16 | 3.3 |
 
-(float16 and dynamic-range variants are within a few percent of float32.) The
-machine is shared: a second run under heavier load gave model ratios up to 20%
-higher and the large fp32 MATMUL near 1.0 (numpy's BLAS threads competing), so
-read the ratios as +-20%.
-Large single ops: 12-40x faster than Arm. Whole models, once compiled: 1.1-3.6x
-faster than Arm's load-and-run. Bytes to outputs, like for like: as fast as
-Arm on mobilenet_tiny_float32 only; 1.8-5.4x slower on the others. There the
-time is our Python per op, not arithmetic: reading the flatbuffer into the IR
-(about 18 us per op) and compiling the plan (about 8 us per op, plus 10-25 us
-for an op with a prepared kernel), against Arm's total of about 8 us per op
-for small-tensor models (attention_block). Run only, an op costs about 6-10 us.
+Every row agreed; on MobileNetV2 all 110 (float32) and 245 (int8) op results,
+the int8 ones bit for bit. ("ops" counts constants too.)
+
+Large single ops: 15-34x faster than Arm. The real MobileNetV2, bytes to
+outputs like for like: 7.6x (float32) and 4.6x (int8) faster than Arm; here
+arithmetic dominates, reading and compiling cost 20-30 ms. TFLite's XNNPACK
+is still 18x (float32) and 26x (int8) faster than our compiled run. Where our
+MobileNetV2 run goes (measured apart: each op's call timed inside the compiled
+run, best of 20):
+float32 (133 ms) CLAMP 50 ms over 35 ReLU6 clamps, DEPTHWISE_CONV2D 32,
+CONV2D 29, REDUCE_MAX 8 ms on a [1,1000] tensor; int8 (90 ms) RESCALE 46 ms
+over 101 rescales, CONV2D 17, DEPTHWISE_CONV2D 17, all else under 3 ms.
+The small zoo models, bytes to outputs: faster than Arm on the float flavours
+of mobilenet_tiny only (0.83-0.88); 1.0-4.5x slower on the others. There the
+time is our Python per op, not arithmetic (reading the flatbuffer into the IR and compiling
+the plan, several us per op), against Arm's total of about 8 us per op for
+small-tensor models (attention_block). Run only: 1.2-4x faster than Arm.
+With numpy's default two OpenBLAS threads, rows with a matrix product were
+10-30x slower at random on the shared machine (a BLAS thread waiting for a
+busy core: MATMUL 256^3 i8 took 0.55 or 15.9 ms, best of 10); one thread
+matches Arm's model, which computes on one (its CPU time equals its wall time
+on the large CONV2D), and gives stable numbers.
 """
 
 from __future__ import annotations
