@@ -7,7 +7,7 @@ random weights (no download), converted by TensorFlow's TFLite converter with th
 zoo's flavour settings (`models/generate.py`: `configure`, calibration samples,
 the TFLite smoke run and the check that int8 really got quantized). The files go to
 `benchmarks/.cache/` (git-ignored), named with a digest of this file, and are made
-again only when missing or with `--force`. Converting both flavours takes about a minute.
+again only when missing or with `--force`. Making both takes about 10 s.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def rescale_kernels(keras_model: object, depthwise_class: type) -> None:
     """Give every kernel He's variance, 2 / fan-in, keeping its random pattern.
 
     Keras' default (Glorot uniform) with untrained batch norms (identity) shrinks the
-    activations about 3x per block: about 1e-11 at the head, a softmax of exactly
+    activations about 4x per block: about 1e-11 at the head, a softmax of exactly
     1/1000 everywhere and, in int8, rescale multipliers too small to represent (whole
     tensors of zeros). A trained network's batch norms keep activations near unit
     scale; He's variance (He et al. 2015, for ReLU-like layers) does that here, so
