@@ -80,6 +80,20 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
     low, high = setup.out_range
     extend_mask, zp_in, zp_out = setup.extend_mask, setup.zp_in, setup.zp_out
     check_value, check_result = not setup.value_proved, not setup.result_proved
+    # (value - zp_in) * m + r == value * m + (r - zp_in * m): one pass less over the
+    # data. int64 arithmetic wraps modulo 2^64, so the exact result, which fits
+    # int64, comes out whatever the intermediate values. Not when the value itself
+    # is checked, or its sign picks the rounding.
+    fold_zp_in = bool(zp_in) and not check_value and setup.round_by_sign is None
+    if fold_zp_in:
+        rounding = rounding - zp_in * multiplier
+    # clip(result + zp_out, low, high) == clip(result, low - zp_out, high - zp_out)
+    # + zp_out, and the last addition can then be done in the (narrow) output type
+    # when zp_out is one of its values: every sum lies in [low, high].
+    out_info = np.iinfo(out_dtype)
+    narrow_zp_out = out_info.min <= zp_out <= out_info.max
+    if narrow_zp_out:
+        low, high = low - zp_out, high - zp_out
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x = operands[0]
@@ -88,7 +102,7 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
         value = np.array(x, dtype=np.int64)
         if extend_mask:
             value &= extend_mask           # zero-extend an unsigned input
-        if zp_in:
+        if zp_in and not fold_zp_in:
             value -= zp_in
         if check_value and not setup.values_fit(value):
             return [setup.generic(operands)]
@@ -103,12 +117,15 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
         value >>= shift
         if check_result and not setup.results_fit(value):
             return [setup.generic(operands)]
-        if zp_out:
+        if zp_out and not narrow_zp_out:
             value += zp_out
         # np.clip's Python wrapper costs more than its two ufuncs.
         np.maximum(value, low, out=value)
         np.minimum(value, high, out=value)
-        return [value.astype(out_dtype)]
+        result = value.astype(out_dtype)
+        if zp_out and narrow_zp_out:
+            result += out_dtype.type(zp_out)
+        return [result]
 
     return run
 

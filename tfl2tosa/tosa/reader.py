@@ -122,10 +122,14 @@ class _Table:
 
     def strings(self, slot: int) -> list[str]:
         start, count = self.vector(slot)
+        if not count:
+            return []
         data, size = self.data, len(self.data)
         names = []
-        for at in range(start, start + 4 * _checked(count, data), 4):
-            at += _U32(data, at)[0]
+        # The vector holds one offset per string, each relative to its own position.
+        offsets = struct.unpack_from(f"<{_checked(count, data)}I", data, start)
+        for at, offset in zip(range(start, start + 4 * count, 4), offsets):
+            at += offset
             end = at + 4 + _U32(data, at)[0]
             if end > size:
                 raise IndexError("string runs past the end of the buffer")
