@@ -54,9 +54,10 @@ class Step:
     where: str
     operands: tuple[int, ...]
     results: tuple[ResultCheck, ...]
-    call: StepCall
+    call: StepCall                          # the registered kernel, unless prepared
     error: Exception | None = None          # found at compile time, raised when run
-    # The prepared kernel, called on the operands alone (no variables, no graphs).
+    # The prepared kernel, called on the operands alone (no variables, no graphs);
+    # runs instead of `call` when there is one.
     prepared: Prepared | None = None
     # (slot, dtype, shape) of a single result with a static shape: what a run checks
     # inline before the general check_results.
@@ -126,14 +127,15 @@ def _step(op: Op, slot_of: dict[int, int], missing: Sequence[Value],
         check = results[0]
         step.single = (check.slot, check.dtype, check.static_shape)
     step.prepared = _prepare(op, spec_name, [constants.get(slot) for slot in operands])
-    step.call = _generic_call(op, spec_name) if step.prepared is None \
-        else _prepared_call(step.prepared)
+    if step.prepared is None:
+        step.call = _generic_call(op, spec_name)
     return step
 
 
 def _never(operands: list[np.ndarray], variables: dict[str, np.ndarray],
            run_graph: GraphRunner) -> list[np.ndarray]:
-    raise AssertionError("a step with a compile-time error has no call")
+    raise AssertionError("the step has no kernel call (a compile-time error, or a "
+                         "prepared kernel that runs instead)")
 
 
 def _generic_call(op: Op, spec_name: str) -> StepCall:
@@ -163,14 +165,6 @@ def _prepare(op: Op, spec_name: str, constants: list[np.ndarray | None]) -> Prep
         return preparer(static)
     except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
         return None
-
-
-def _prepared_call(fast: Prepared) -> StepCall:
-    def call(operands: list[np.ndarray], variables: dict[str, np.ndarray],
-             run_graph: GraphRunner) -> list[np.ndarray]:
-        return fast(operands)
-
-    return call
 
 
 def _fold_constant(op: Op) -> list[np.ndarray] | None:

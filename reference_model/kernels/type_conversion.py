@@ -139,7 +139,8 @@ class _RescaleSetup:
     """
 
     def __init__(self, op: StaticOp, in_bits: int, out_bits: int, multiplier: Any,
-                 shift: Any, in_zp: int, out_zp: int) -> None:
+                 shift: Any, in_zp: int, out_zp: int, largest_multiplier: int,
+                 smallest_shift: int) -> None:
         attrs = op.attrs
         self.op = op
         self.in_bits, self.out_bits = in_bits, out_bits
@@ -161,8 +162,8 @@ class _RescaleSetup:
         self.round_by_sign = None
         if self.per_channel:
             self.limit = self.rounding = np.left_shift(np.int64(1), shift - 1)
-            smallest_limit = 1 << (int(shift.min()) - 1)
-            if double and shift.max() > 31:
+            smallest_limit = 1 << (smallest_shift - 1)
+            if double and np.any(shift > 31):
                 adjust = np.where(shift > 31, np.int64(1 << 30), np.int64(0))
                 self.round_by_sign = (self.rounding + adjust, self.rounding - adjust)
         else:
@@ -176,12 +177,21 @@ class _RescaleSetup:
             low, high = numerics.int_min(in_bits), numerics.int_max(in_bits)
         low, high = low - self.zp_in, high - self.zp_in
         self.value_proved = not self.scale32 or (-smallest_limit <= low and high < smallest_limit)
-        self.result_proved = self.value_proved and self._ends_fit_int32(low, high)
+        self.result_proved = self.value_proved and self._ends_fit_int32(
+            low, high, largest_multiplier, smallest_shift)
 
-    def _ends_fit_int32(self, low: int, high: int) -> bool:
+    def _ends_fit_int32(self, low: int, high: int, largest_multiplier: int,
+                        smallest_shift: int) -> bool:
         """Do apply_scale_32 / apply_scale_16 of every value in [low, high] fit int32, also
         after adding output_zp, in every channel? The scaling is nondecreasing in the
         value, so the results at low and high bound all others."""
+        # First a test on the extremes alone: if |value * multiplier| < 2^(shift + 30)
+        # in every channel, the rounding term (2^(shift-1), plus 2^30 only when
+        # shift > 31) adds less than 1 after the shift, so |result| <= 2^30 + 1,
+        # and with |output_zp| < 2^16 the sum stays inside int32.
+        if max(-low, high) * largest_multiplier < 1 << (smallest_shift + 30) \
+                and abs(self.zp_out) < 1 << 16:
+            return True
         lowest, highest = self._scaled(low), self._scaled(high)
         if self.per_channel:
             lowest, highest = int(lowest.min()), int(highest.max())
@@ -236,7 +246,8 @@ class _RescaleSetup:
         largest = numerics.int_max(32 if attrs["scale32"] else 16)
         if not (0 <= bounds[0] and bounds[1] <= largest and 2 <= bounds[2] and bounds[3] <= 62):
             return None  # a REQUIRE fails on every run: the kernel reports it
-        return cls(op, in_bits, out_bits, multiplier, shift, in_zp, out_zp)
+        return cls(op, in_bits, out_bits, multiplier, shift, in_zp, out_zp, bounds[1],
+                   bounds[2])
 
     def values_fit(self, value: np.ndarray) -> bool:
         """apply_scale_32's REQUIRE value in [-2^(shift-1), 2^(shift-1)), per channel."""
