@@ -281,6 +281,10 @@ _ATTRIBUTE_TYPE_SLOT, _ATTRIBUTE_SLOT = _OPERATOR["attribute_type"], _OPERATOR["
 _OPERATOR_FIELDS = (_OPERATOR["op"], _OPERATOR["location"])
 _LOCATION_FIELDS = (_LOCATION["text"],)
 
+# The attributes that name a region (control flow), by IR op name.
+_GRAPH_ATTRIBUTES = {d.mlir: tuple(a.name for a in d.attrs if a.type == "graph")
+                     for d in tosa_ops.OPS.values() if any(a.type == "graph" for a in d.attrs)}
+
 _AttributeField = tuple[tosa_ops.Attr, int, Any]   # the attribute, its slot, its unpacker
 _ATTRIBUTE_FIELDS: dict[str, tuple[int, tuple[_AttributeField, ...]]] = {}
 
@@ -359,10 +363,9 @@ class _Reader:
     @staticmethod
     def _check_graph_references(module: Module) -> None:
         for _, op in module.ops():
-            definition = tosa_ops.BY_MLIR.get(op.name)
-            for attr in definition.attrs if definition else ():
-                if attr.type == "graph" and op.attrs.get(attr.name) not in module.graphs:
-                    raise TosaFileError(f"{op.name} names region {op.attrs.get(attr.name)!r}, "
+            for name in _GRAPH_ATTRIBUTES.get(op.name, ()):
+                if op.attrs.get(name) not in module.graphs:
+                    raise TosaFileError(f"{op.name} names region {op.attrs.get(name)!r}, "
                                         "which the file does not have")
 
 
