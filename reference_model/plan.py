@@ -184,6 +184,15 @@ def _fold_constant(op: Op) -> list[np.ndarray] | None:
             dtype, static_shape, _ = _type_facts(value_type)
             if values.shape == static_shape and values.dtype == dtype:
                 return [values]
+    if spec_name == "CONST_SHAPE" and len(op.results) == 1 and isinstance(values, list) \
+            and isinstance(op.results[0].type, ShapeType):
+        # What the CONST_SHAPE kernel returns, when it fits the declared rank.
+        try:
+            array = np.asarray(values, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError, OverflowError):
+            array = None  # the kernel below reports it
+        if array is not None and array.shape == (op.results[0].type.rank,):
+            return [array]
     try:
         results = KERNELS[spec_name](KernelContext(
             op_name=spec_name, inputs=[], attrs=op.attrs, input_types=[],

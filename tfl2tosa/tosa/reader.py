@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -308,8 +307,7 @@ _TENSOR_TYPES: dict[tuple, TensorType] = {}
 _TENSOR_TYPE_LIMIT = 1 << 14
 
 
-@dataclass
-class _TensorInfo:
+class _TensorInfo(NamedTuple):
     type: TensorType
     raw: np.ndarray | None       # the data vector, uint8
     variable_name: str | None
