@@ -124,3 +124,37 @@ def test_errors_found_while_compiling_are_raised_when_the_op_runs():
 def test_an_empty_module_cannot_be_compiled():
     with pytest.raises(ReferenceModelError, match="no graphs"):
         reference_model.compile(Module())
+
+
+def _clamp_module(element: str, low: float, high: float, nan_mode: str) -> Module:
+    graph = Graph("main")
+    x = graph.add_input("x", TensorType((12,), scalar_type(element)))
+    clamp = graph.append(Op("tosa.clamp", [x], [TensorType((12,), scalar_type(element))],
+                            {"min_val": low, "max_val": high, "nan_mode": nan_mode},
+                            result_names=["y"]))
+    graph.set_outputs([clamp.result])
+    module = Module()
+    module.add_graph(graph)
+    return module
+
+
+@pytest.mark.parametrize("element", ["f32", "f16"])
+@pytest.mark.parametrize("nan_mode", ["PROPAGATE", "IGNORE"])
+@pytest.mark.parametrize("low, high", [(0.0, 6.0), (-0.0, 0.0), (0.0, 0.0), (-0.0, -0.0),
+                                       (-1.0, -1.0), (-np.inf, np.inf)])
+def test_prepared_float_clamp_gives_the_kernels_bits(element, nan_mode, low, high,
+                                                     monkeypatch):
+    # Signed zeros and NaNs included: the prepared form must reproduce the kernel's
+    # apply_clip_s bit for bit (which zero, which NaN), not just compare equal.
+    dtype = numpy_dtype(scalar_type(element))
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 7.5, -7.5, 6.0, -1.0,
+                  1e-8, -1e-8], dtype=dtype)
+    module = _clamp_module(element, low, high, nan_mode)
+    compiled = CompiledModel(module)
+    assert compiled.plan("main").steps[0].prepared is not None
+    prepared = compiled.run([x])["y"]
+    with monkeypatch.context() as patch:
+        patch.setattr("reference_model.plan.PREPARERS", {})
+        kernel = reference_model.run(module, [x])["y"]
+    bits = np.dtype(f"u{dtype.itemsize}")
+    np.testing.assert_array_equal(prepared.view(bits), kernel.view(bits))

@@ -65,11 +65,15 @@ def tanh(ctx: KernelContext) -> list[np.ndarray]:
 
 @prepared("CLAMP")
 def prepare_clamp(op: StaticOp) -> Prepared | None:
-    """Integer CLAMP with its bounds checked once (float CLAMP runs the kernel)."""
+    """CLAMP with its bounds checked once: integers, and fp32 / fp16."""
     element = op.element(0)
-    if element is None or not element.is_integer:
+    if element is None:
         return None
     dtype = numpy_dtype(element)
+    if dtype in _NUMPY_FLOATS:
+        return _prepare_float_clamp(op, dtype)
+    if not element.is_integer:
+        return None
     low, high = int(op.attrs["min_val"]), int(op.attrs["max_val"])
     info = np.iinfo(dtype)
     if not (info.min <= low <= high <= info.max):
@@ -77,4 +81,33 @@ def prepare_clamp(op: StaticOp) -> Prepared | None:
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         return [np.clip(operands[0], low, high).astype(dtype, copy=False)]
+    return run
+
+
+_NUMPY_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _prepare_float_clamp(op: StaticOp, dtype: np.dtype) -> Prepared | None:
+    """The kernel's apply_clip_s, in fewer passes: max(x, min_val) is
+    `x >= min_val ? x : min_val` and min(., max_val) is `. < max_val ? . : max_val`
+    (the specification's comparisons, which also fix the sign of a zero result).
+    A NaN x fails both comparisons and comes out as min_val, which is IGNORE's
+    answer; PROPAGATE makes it NaN."""
+    low, high = np.asarray(op.attrs["min_val"], dtype), np.asarray(op.attrs["max_val"], dtype)
+    nan_mode = op.attrs.get("nan_mode", "PROPAGATE")
+    if np.isnan(low) or np.isnan(high) or high < low or nan_mode not in ("PROPAGATE", "IGNORE"):
+        return None  # an ERROR_IF, or a mode the kernel handles
+    propagate = nan_mode == "PROPAGATE"
+    nan = dtype.type(np.nan)
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x = operands[0]
+        with np.errstate(invalid="ignore"):
+            above = np.where(x >= low, x, low)
+            result = np.where(above < high, above, high)
+        if propagate:
+            is_nan = np.isnan(x)
+            if is_nan.any():
+                result = np.where(is_nan, nan, result)
+        return [result.astype(dtype, copy=False)]
     return run
