@@ -699,9 +699,20 @@ def _padded_input(x: np.ndarray, setup: _ConvSetup) -> np.ndarray:
     return padded
 
 
+_FLOAT32 = np.dtype(np.float32)
+
+
 def _finish_prepared(op: StaticOp, setup: _ConvSetup, acc: np.ndarray,
                      operands: list[np.ndarray]) -> list[np.ndarray]:
     if not setup.integer:
+        if setup.out_dtype == _FLOAT32 and setup.accumulation.acc_dtype == _FLOAT32:
+            # The general path below, for fp32: the float64 sum rounded once to fp32
+            # (rounding it again to the fp32 output changes nothing), then the bias
+            # added in fp32.
+            with np.errstate(all="ignore"):
+                rounded = acc.astype(np.float32)
+                rounded += setup.bias
+            return [rounded]
         rounded = numerics.round_to_float(acc, setup.accumulation.acc_dtype)
         as_out = numerics.round_to_float(rounded.astype(np.float64), setup.out_dtype)
         return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
