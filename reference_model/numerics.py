@@ -432,7 +432,9 @@ def round_to_float(x: ArrayLike, dtype: np.dtype | type) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     x = np.asarray(x, dtype=np.float64)
-    spec = _FLOAT_FORMATS.get(dtype.name)
+    # numpy's own formats ("f" kind; ml_dtypes' are "V") convert correctly, and
+    # dtype.name costs more than the conversion of a small array.
+    spec = None if dtype.kind == "f" else _FLOAT_FORMATS.get(dtype.name)
     if spec is None:
         with np.errstate(over="ignore"):
             return x.astype(dtype)

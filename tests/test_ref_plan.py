@@ -158,3 +158,43 @@ def test_prepared_float_clamp_gives_the_kernels_bits(element, nan_mode, low, hig
         kernel = reference_model.run(module, [x])["y"]
     bits = np.dtype(f"u{dtype.itemsize}")
     np.testing.assert_array_equal(prepared.view(bits), kernel.view(bits))
+
+
+def _matmul_module(element: str, zero_point: float) -> Module:
+    el = scalar_type(element)
+    graph = Graph("main")
+    a = graph.add_input("a", TensorType((2, 3, 4), el))
+    b = graph.add_input("b", TensorType((2, 4, 5), el))
+    dtype = numpy_dtype(el)
+    zps = [graph.append(Op("tosa.const", [], [TensorType((1,), el)],
+                           {"values": np.array([zero_point], dtype)})).result
+           for _ in range(2)]
+    product = graph.append(Op("tosa.matmul", [a, b, *zps], [TensorType((2, 3, 5), el)],
+                              result_names=["y"]))
+    graph.set_outputs([product.result])
+    module = Module()
+    module.add_graph(graph)
+    return module
+
+
+@pytest.mark.parametrize("element", ["f32", "f16"])
+@pytest.mark.parametrize("zero_point", [0.0, -0.0])
+def test_prepared_float_matmul_gives_the_kernels_bits(element, zero_point, monkeypatch):
+    dtype = numpy_dtype(scalar_type(element))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 3, 4)).astype(dtype)
+    b = rng.standard_normal((2, 4, 5)).astype(dtype)
+    a[0, 0] = [0.0, -0.0, 3.0, 1.0]
+    b[1, :, 0] = [-0.0, -0.0, -0.0, -0.0]
+    a[1, 2] = [-0.0, -0.0, -0.0, -0.0]
+    module = _matmul_module(element, zero_point)
+    compiled = CompiledModel(module)
+    # -0.0 is not a zero point the prepared form takes (x - -0.0 turns -0.0 into +0.0).
+    prepared_step = compiled.plan("main").steps[0].prepared is not None
+    assert prepared_step == (not np.signbit(zero_point))
+    prepared = compiled.run([a, b])["y"]
+    with monkeypatch.context() as patch:
+        patch.setattr("reference_model.plan.PREPARERS", {})
+        kernel = reference_model.run(module, [a, b])["y"]
+    bits = np.dtype(f"u{dtype.itemsize}")
+    np.testing.assert_array_equal(prepared.view(bits), kernel.view(bits))

@@ -433,6 +433,31 @@ def matmul(ctx: KernelContext) -> list[np.ndarray]:
     return [product.astype(out_dtype)]
 
 
+@prepared("MATMUL")
+def prepare_float_matmul(op: StaticOp) -> Prepared | None:
+    """Float MATMUL with static shapes and constant zero zero points: the kernel's
+    float64 product rounded once, without its per-run checks."""
+    element = op.element(0)
+    a_shape, b_shape = op.static_shape(0), op.static_shape(1)
+    zero_points = op.constants[2:4]
+    # +0.0 exactly: the kernel subtracts the zero point, and x - (-0.0) turns -0.0 into +0.0.
+    if element is None or not element.is_float or a_shape is None or b_shape is None \
+            or len(zero_points) != 2 or any(zp is None or zp.size != 1 or zp.reshape(-1)[0] != 0
+                                            or np.signbit(zp.reshape(-1)[0])
+                                            for zp in zero_points):
+        return None
+    if len(a_shape) != 3 or len(b_shape) != 3 or a_shape[0] != b_shape[0] \
+            or a_shape[2] != b_shape[1] \
+            or op.static_shape(0, output=True) != (a_shape[0], a_shape[1], b_shape[2]):
+        return None  # an ERROR_IF: the kernel reports it
+    out_dtype = numpy_dtype(op.output_types[0].element)
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        a, b = operands[0].astype(np.float64), operands[1].astype(np.float64)
+        return [numerics.round_to_float(a @ b, out_dtype)]
+    return run
+
+
 # ---------------------------------------------------------------------------
 # Pooling
 
