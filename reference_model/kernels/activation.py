@@ -51,16 +51,34 @@ def erf(ctx: KernelContext) -> list[np.ndarray]:
     return [float64_compute(_erf, x.dtype, x)]
 
 
+def _sigmoid64(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
 @kernel("SIGMOID")
 def sigmoid(ctx: KernelContext) -> list[np.ndarray]:
     x = ctx.inputs[0]
-    return [float64_compute(lambda v: 1.0 / (1.0 + np.exp(-v)), x.dtype, x)]
+    return [float64_compute(_sigmoid64, x.dtype, x)]
 
 
 @kernel("TANH")
 def tanh(ctx: KernelContext) -> list[np.ndarray]:
     x = ctx.inputs[0]
     return [float64_compute(np.tanh, x.dtype, x)]
+
+
+@prepared("SIGMOID", "TANH")
+def prepare_float64_activation(op: StaticOp) -> Prepared | None:
+    """SIGMOID and TANH as their kernels compute them, without a kernel context per run."""
+    element = op.element(0)
+    if element is None or not element.is_float:
+        return None
+    fn = _sigmoid64 if op.op_name == "SIGMOID" else np.tanh
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x = operands[0]
+        return [float64_compute(fn, x.dtype, x)]
+    return run
 
 
 @prepared("CLAMP")
