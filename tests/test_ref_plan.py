@@ -18,7 +18,7 @@ from arm import run_arm
 
 import reference_model
 from reference_model.evaluator import CompiledModel
-from tfl2tosa.errors import ReferenceModelError, SpecErrorIf
+from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire
 from tfl2tosa.ir import Graph, Module, Op, TensorType, scalar_type
 from tfl2tosa.ir.types import numpy_dtype, storage_type
 from tfl2tosa.tosa.writer import write_tosa
@@ -198,3 +198,59 @@ def test_prepared_float_matmul_gives_the_kernels_bits(element, zero_point, monke
         kernel = reference_model.run(module, [a, b])["y"]
     bits = np.dtype(f"u{dtype.itemsize}")
     np.testing.assert_array_equal(prepared.view(bits), kernel.view(bits))
+
+
+def _unprepared(module: Module, feeds: list[np.ndarray], monkeypatch) -> dict:
+    with monkeypatch.context() as patch:
+        patch.setattr("reference_model.plan.PREPARERS", {})
+        return reference_model.run(module, feeds)
+
+
+@pytest.mark.parametrize("element", ["i8", "i16", "i32"])
+@pytest.mark.parametrize("rounding", [False, True])
+@pytest.mark.parametrize("shift_shape", [(1, 1), (1, 5)])
+def test_prepared_arithmetic_right_shift_by_constants_gives_the_kernels_results(
+        element, rounding, shift_shape, monkeypatch):
+    el = scalar_type(element)
+    dtype = numpy_dtype(el)
+    bits = dtype.itemsize * 8
+    info = np.iinfo(dtype)
+    x = np.array([[info.min, info.max, -1, 0, 1], [-5, 5, -6, 6, 3],
+                  [info.min + 1, info.max - 1, -2, 2, 7]], dtype=dtype)
+    shifts = np.array([0, 1, 2, bits // 2, bits - 1], dtype=dtype)[:shift_shape[1]]
+    graph = Graph("main")
+    value = graph.add_input("x", TensorType(x.shape, el))
+    amount = graph.append(Op("tosa.const", [], [TensorType(shift_shape, el)],
+                             {"values": shifts.reshape(shift_shape)})).result
+    shifted = graph.append(Op("tosa.arithmetic_right_shift", [value, amount],
+                              [TensorType(x.shape, el)], {"round": rounding},
+                              result_names=["y"]))
+    graph.set_outputs([shifted.result])
+    module = Module()
+    module.add_graph(graph)
+    compiled = CompiledModel(module)
+    assert compiled.plan("main").steps[0].prepared is not None
+    ours = compiled.run([x])["y"]
+    assert ours.dtype == dtype
+    np.testing.assert_array_equal(ours, _unprepared(module, [x], monkeypatch)["y"])
+
+
+def test_prepared_gather_reports_an_index_out_of_range_as_the_kernel(monkeypatch):
+    graph = Graph("main")
+    values = graph.add_input("values", TensorType((1, 4, 2), I32))
+    indices = graph.add_input("indices", TensorType((1, 3), I32))
+    gathered = graph.append(Op("tosa.gather", [values, indices], [TensorType((1, 3, 2), I32)],
+                               result_names=["y"]))
+    graph.set_outputs([gathered.result])
+    module = Module()
+    module.add_graph(graph)
+    table = np.arange(8, dtype=np.int32).reshape(1, 4, 2)
+    compiled = CompiledModel(module)
+    assert compiled.plan("main").steps[0].prepared is not None
+    np.testing.assert_array_equal(compiled.run([table, np.int32([[3, 0, 3]])])["y"],
+                                  [[[6, 7], [0, 1], [6, 7]]])
+    with pytest.raises(SpecRequire, match="0 <= index < K=4") as prepared:
+        compiled.run([table, np.int32([[0, 4, 1]])])
+    with pytest.raises(SpecRequire) as kernel:
+        _unprepared(module, [table, np.int32([[0, 4, 1]])], monkeypatch)
+    assert str(prepared.value) == str(kernel.value)

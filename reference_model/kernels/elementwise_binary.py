@@ -266,6 +266,46 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
     return run_shifted
 
 
+@prepared("MAXIMUM", "MINIMUM")
+def prepare_integer_min_max(op: StaticOp) -> Prepared | None:
+    """Integer MAXIMUM / MINIMUM with static shapes: numpy's own, as the kernel."""
+    element = op.element(0)
+    if element is None or not element.is_integer or not static_broadcast(op):
+        return None
+    fn = np.maximum if op.op_name == "MAXIMUM" else np.minimum
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [fn(operands[0], operands[1])]
+    return run
+
+
+@prepared("ARITHMETIC_RIGHT_SHIFT")
+def prepare_arithmetic_right_shift(op: StaticOp) -> Prepared | None:
+    """Constant shift amounts in [0, bits - 1] (the REQUIRE, checked once); then
+    numerics.arithmetic_right_shift's arithmetic with its rounding terms precomputed."""
+    shift = op.constants[1] if len(op.constants) > 1 else None
+    element = op.element(0)
+    if shift is None or element is None or not element.is_integer \
+            or not static_broadcast(op):
+        return None
+    dtype = numpy_dtype(element)
+    n = numerics.as_int64(shift)
+    if n.size and (n.min() < 0 or n.max() > _bits(dtype) - 1):
+        return None  # the REQUIRE fails on every run: the kernel reports it
+    rounding = bool(op.attrs.get("round", False))
+    # The first bit shifted out is (x >> (n - 1)) & 1, added where n > 0.
+    first_out_shift = np.maximum(n - 1, 0)
+    rounds = n > 0
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x = operands[0].astype(np.int64)
+        result = x >> n
+        if rounding:
+            result = result + np.where(rounds, (x >> first_out_shift) & 1, 0)
+        return [result.astype(dtype)]
+    return run
+
+
 @prepared("TABLE")
 def prepare_table(op: StaticOp) -> Prepared | None:
     """Constant table. int8: one lookup through the stored byte (index x + 128 is the

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference_model.kernels import KernelContext, kernel
+from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
 
 
 def _check_indices(ctx: KernelContext, indices: np.ndarray, n: int, k: int) -> None:
@@ -50,3 +50,25 @@ def scatter(ctx: KernelContext) -> list[np.ndarray]:
     rows = np.arange(n)[:, None]
     values_out[rows, indices.astype(np.int64)] = updates
     return [values_out]
+
+
+@prepared("GATHER")
+def prepare_gather(op: StaticOp) -> Prepared | None:
+    """GATHER with static shapes: the shape ERROR_IFs checked once, the index REQUIRE
+    by min/max per run (a failing one runs the kernel, which reports it)."""
+    values_shape, indices_shape = op.static_shape(0), op.static_shape(1)
+    if values_shape is None or indices_shape is None or len(values_shape) != 3 \
+            or len(indices_shape) != 2 or indices_shape[0] != values_shape[0] \
+            or op.static_shape(0, output=True) != (values_shape[0], indices_shape[1],
+                                                   values_shape[2]):
+        return None
+    k = values_shape[1]
+    rows = np.arange(values_shape[0])[:, None]
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        values, indices = operands
+        indices = indices.astype(np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= k):
+            return op.run_kernel(operands)
+        return [values[rows, indices]]
+    return run
