@@ -254,3 +254,39 @@ def test_prepared_gather_reports_an_index_out_of_range_as_the_kernel(monkeypatch
     with pytest.raises(SpecRequire) as kernel:
         _unprepared(module, [table, np.int32([[0, 4, 1]])], monkeypatch)
     assert str(prepared.value) == str(kernel.value)
+
+
+@pytest.mark.parametrize("element, a_zp, b_zp", [("i8", -3, 5), ("i8", 0, 0), ("i16", 0, 0)])
+@pytest.mark.parametrize("constant_b", [False, True])
+def test_prepared_integer_matmul_gives_the_kernels_results(element, a_zp, b_zp, constant_b,
+                                                           monkeypatch):
+    el = scalar_type(element)
+    dtype = numpy_dtype(el)
+    out = scalar_type("i32" if element == "i8" else "i48")
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(11)
+    a = rng.integers(info.min, info.max, size=(2, 3, 6), endpoint=True).astype(dtype)
+    b = rng.integers(info.min, info.max, size=(2, 6, 4), endpoint=True).astype(dtype)
+    a[0, 0], b[1, :, 0] = info.min, info.min       # the largest products
+    graph = Graph("main")
+    a_value = graph.add_input("a", TensorType(a.shape, el))
+    feeds = [a]
+    if constant_b:
+        b_value = graph.append(Op("tosa.const", [], [TensorType(b.shape, el)],
+                                  {"values": b})).result
+    else:
+        b_value = graph.add_input("b", TensorType(b.shape, el))
+        feeds.append(b)
+    zps = [graph.append(Op("tosa.const", [], [TensorType((1,), el)],
+                           {"values": np.array([zp], dtype)})).result for zp in (a_zp, b_zp)]
+    product = graph.append(Op("tosa.matmul", [a_value, b_value, *zps],
+                              [TensorType((2, 3, 4), out)], result_names=["y"]))
+    graph.set_outputs([product.result])
+    module = Module()
+    module.add_graph(graph)
+    compiled = CompiledModel(module)
+    assert compiled.plan("main").steps[-1].prepared is not None
+    ours = compiled.run(feeds)["y"]
+    expected = np.einsum("nhc,ncw->nhw", a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
+    np.testing.assert_array_equal(ours, expected)
+    np.testing.assert_array_equal(ours, _unprepared(module, feeds, monkeypatch)["y"])

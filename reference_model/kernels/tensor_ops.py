@@ -434,23 +434,69 @@ def matmul(ctx: KernelContext) -> list[np.ndarray]:
 
 
 @prepared("MATMUL")
-def prepare_float_matmul(op: StaticOp) -> Prepared | None:
-    """Float MATMUL with static shapes and constant zero zero points: the kernel's
-    float64 product rounded once, without its per-run checks."""
-    element = op.element(0)
+def prepare_matmul(op: StaticOp) -> Prepared | None:
+    """MATMUL with static shapes and constant zero points, the checks done once.
+
+    Floats: the kernel's float64 product rounded once. Integers: when the input
+    types bound every partial sum inside out_t and inside the exact range of a
+    float work dtype (as for the prepared convolutions), one product in that
+    dtype; a constant B is centred once."""
+    element, b_element = op.element(0), op.element(1)
     a_shape, b_shape = op.static_shape(0), op.static_shape(1)
     zero_points = op.constants[2:4]
-    # +0.0 exactly: the kernel subtracts the zero point, and x - (-0.0) turns -0.0 into +0.0.
-    if element is None or not element.is_float or a_shape is None or b_shape is None \
-            or len(zero_points) != 2 or any(zp is None or zp.size != 1 or zp.reshape(-1)[0] != 0
-                                            or np.signbit(zp.reshape(-1)[0])
-                                            for zp in zero_points):
+    if element is None or b_element is None or a_shape is None or b_shape is None \
+            or len(zero_points) != 2 or any(zp is None or zp.size != 1 for zp in zero_points):
         return None
     if len(a_shape) != 3 or len(b_shape) != 3 or a_shape[0] != b_shape[0] \
             or a_shape[2] != b_shape[1] \
             or op.static_shape(0, output=True) != (a_shape[0], a_shape[1], b_shape[2]):
         return None  # an ERROR_IF: the kernel reports it
     out_dtype = numpy_dtype(op.output_types[0].element)
+    a_zp, b_zp = (zp.reshape(-1)[0].item() for zp in zero_points)
+    if element.is_float:
+        return _prepared_float_matmul(a_zp, b_zp, out_dtype)
+    if not element.is_integer or (element.name != "i8" and a_zp != 0) \
+            or (b_element.name != "i8" and b_zp != 0):
+        return None
+    x_bound = _type_bound(element, a_zp)
+    weight = op.constants[1]
+    w_bound = _type_bound(b_element, b_zp) if weight is None else (
+        max(int(weight.max()) - b_zp, b_zp - int(weight.min())) if weight.size else 0)
+    terms = a_shape[2]
+    work = _exact_dtype(terms, x_bound, w_bound)
+    if work is np.int64 or _needs_partial_sum_check(
+            terms, x_bound, w_bound, op.element(0, output=True).bits):
+        return None
+    centred_b = None
+    if weight is not None:
+        centred_b = weight.astype(work)
+        if b_zp:
+            centred_b -= b_zp
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        a = operands[0].astype(work)
+        if a_zp:
+            a -= a_zp
+        b = centred_b
+        if b is None:
+            b = operands[1].astype(work)
+            if b_zp:
+                b -= b_zp
+        return [(a @ b).astype(out_dtype)]
+    return run
+
+
+def _type_bound(element: ScalarType, zp: int) -> int:
+    """max |x - zp| over the values of an integer type."""
+    info = np.iinfo(numpy_dtype(element))
+    return max(int(info.max) - zp, zp - int(info.min))
+
+
+def _prepared_float_matmul(a_zp: float, b_zp: float, out_dtype: np.dtype) -> Prepared | None:
+    # +0.0 exactly: the kernel subtracts the zero point, and x - (-0.0) turns -0.0
+    # into +0.0.
+    if any(zp != 0 or np.signbit(zp) for zp in (a_zp, b_zp)):
+        return None
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         a, b = operands[0].astype(np.float64), operands[1].astype(np.float64)
