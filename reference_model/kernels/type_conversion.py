@@ -40,6 +40,24 @@ def cast(ctx: KernelContext) -> list[np.ndarray]:
     return [numerics.round_to_float(x.astype(np.float64), out_dtype)]
 
 
+@prepared("CAST")
+def prepare_integer_cast(op: StaticOp) -> Prepared | None:
+    """CAST between integer types whose numpy dtype is exactly as wide as the type
+    (i8, i16, i32, and i48 sources): numpy's conversion keeps the low bits of the
+    two's complement value and sign-extends when widening, which is the kernel's
+    numerics.wrap."""
+    source, target = op.element(0), op.element(0, output=True)
+    if source is None or target is None or not source.is_integer \
+            or not target.is_integer or _bits_held(target) != target.bits \
+            or (_bits_held(source) != source.bits and source.bits != 48):
+        return None
+    out_dtype = numpy_dtype(target)
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [operands[0].astype(out_dtype)]
+    return run
+
+
 @kernel("RESCALE")
 def rescale(ctx: KernelContext) -> list[np.ndarray]:
     """RESCALE: integer multiply, add and shift per tensor or per channel (last dimension).
@@ -79,6 +97,7 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
     multiplier, shift, rounding = setup.multiplier, setup.shift, setup.rounding
     low, high = setup.out_range
     extend_mask, zp_in, zp_out = setup.extend_mask, setup.zp_in, setup.zp_out
+    sign_extend_48 = setup.in_bits == 48
     check_value, check_result = not setup.value_proved, not setup.result_proved
     # (value - zp_in) * m + r == value * m + (r - zp_in * m): one pass less over the
     # data. int64 arithmetic wraps modulo 2^64, so the exact result, which fits
@@ -102,6 +121,9 @@ def prepare_rescale(op: StaticOp) -> Prepared | None:
         value = np.array(x, dtype=np.int64)
         if extend_mask:
             value &= extend_mask           # zero-extend an unsigned input
+        elif sign_extend_48:
+            value <<= 16                   # sign-extend bit 47, as numerics.rescale does
+            value >>= 16
         if zp_in and not fold_zp_in:
             value -= zp_in
         if check_value and not setup.values_fit(value):
@@ -134,8 +156,10 @@ class _RescaleSetup:
     """RESCALE's decoded constants and what the operand types prove about its REQUIREs.
 
     Per-tensor parameters are Python integers; per-channel ones [C] int64 arrays
-    that broadcast along the last dimension (|value| <= 2^32, multiplier < 2^31
-    and rounding <= 2^61 + 2^30 keep every product and sum inside int64).
+    that broadcast along the last dimension. Every product and sum stays inside
+    int64: |value| <= 2^32 with multiplier < 2^31 (scale32), or |value| <= 2^48
+    with multiplier < 2^15 (scale16, the only scale for i48), and rounding <=
+    2^61 + 2^30.
     """
 
     def __init__(self, op: StaticOp, in_bits: int, out_bits: int, multiplier: Any,
@@ -220,7 +244,8 @@ class _RescaleSetup:
                 or constants[2].size != 1 or constants[3].size != 1:
             return None
         in_bits, out_bits = in_element.bits, out_element.bits
-        if in_bits > 32 or _bits_held(in_element) != in_bits \
+        # i48 (held in int64) is sign-extended from bit 47 per run; i4 is left to the kernel.
+        if (in_bits != 48 and _bits_held(in_element) != in_bits) \
                 or _bits_held(out_element) != out_bits:
             return None
         attrs = op.attrs
