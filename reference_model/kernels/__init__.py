@@ -51,11 +51,12 @@ class KernelContext:
         Kernels call this before any data-dependent REQUIRE: an invalid graph
         is an error whatever its data."""
         declared = self.output_shape(index)
-        if declared is None:
+        if declared is None or declared == shape:
             return
         matches = len(declared) == len(shape) and all(
             d == -1 or d == s for d, s in zip(declared, shape))
-        self.error_if(not matches, f"result shape {list(declared)} is not {list(shape)}")
+        if not matches:  # the message only when it is needed: kernels call this every run
+            self.error_if(True, f"result shape {list(declared)} is not {list(shape)}")
 
     def element(self, index: int = 0, *, output: bool = False) -> ScalarType:
         """The scalar element type of an operand (or result): quantized types give storage."""
@@ -166,17 +167,17 @@ def broadcast_shape(ctx: KernelContext, *shapes: tuple[int, ...]) -> tuple[int, 
     """The specification's broadcast_shape: equal ranks, each dim equal or 1 (else ERROR_IF);
     and ERROR_IF(shape != broadcast_shape(...)) for the op's declared result shape."""
     rank = len(shapes[0])
-    ctx.error_if(any(len(s) != rank for s in shapes),
-                 f"operand ranks differ ({', '.join(str(len(s)) for s in shapes)}); "
-                 "TOSA broadcasting needs equal ranks")
+    # Messages are formatted only when their condition holds: kernels run this every run.
+    if any(len(s) != rank for s in shapes):
+        ctx.error_if(True, f"operand ranks differ ({', '.join(str(len(s)) for s in shapes)}); "
+                           "TOSA broadcasting needs equal ranks")
     result = list(shapes[0])
     for shape in shapes[1:]:
         for i, dim in enumerate(shape):
             if result[i] == 1:
                 result[i] = dim
-            else:
-                ctx.error_if(dim != 1 and dim != result[i],
-                             f"shapes {shapes} do not broadcast in dimension {i}")
+            elif dim != 1 and dim != result[i]:
+                ctx.error_if(True, f"shapes {shapes} do not broadcast in dimension {i}")
     ctx.expect_output_shape(tuple(result))
     return tuple(result)
 

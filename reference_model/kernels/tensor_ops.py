@@ -64,14 +64,18 @@ def _declared_dims(ctx: KernelContext) -> tuple[int, ...] | None:
 
 def _sliding_size(ctx: KernelContext, what: str, numerator: int, stride: int,
                   declared: int | None) -> int:
-    """ERROR_IF(declared != idiv_check(numerator, stride) + 1): the output size is exact."""
-    ctx.error_if(numerator < 0, f"{what}: the kernel does not fit the padded input")
-    ctx.error_if(numerator % stride != 0,
-                 f"{what}: (input - 1 + pads - (kernel - 1) * dilation) = {numerator} is not a "
-                 f"multiple of the stride {stride}")
+    """ERROR_IF(declared != idiv_check(numerator, stride) + 1): the output size is exact.
+
+    (Messages are formatted only for a condition that holds: compiling a model
+    checks thousands of these.)"""
+    if numerator < 0:
+        ctx.error_if(True, f"{what}: the kernel does not fit the padded input")
+    if numerator % stride != 0:
+        ctx.error_if(True, f"{what}: (input - 1 + pads - (kernel - 1) * dilation) = "
+                           f"{numerator} is not a multiple of the stride {stride}")
     size = numerator // stride + 1
-    ctx.error_if(declared not in (None, DYNAMIC) and declared != size,
-                 f"{what}: output size {declared} should be {size}")
+    if declared not in (None, DYNAMIC) and declared != size:
+        ctx.error_if(True, f"{what}: output size {declared} should be {size}")
     return size
 
 
@@ -173,11 +177,14 @@ def _window(ctx: KernelContext, spatial_in: Sequence[int], kernel: Sequence[int]
             pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
             declared: Sequence[int | None]) -> _Window:
     dims = len(spatial_in)
-    ctx.error_if(len(pad) != 2 * dims or len(stride) != dims or len(dilation) != dims,
-                 f"pad/stride/dilation must have {2 * dims}/{dims}/{dims} values")
-    ctx.error_if(any(p < 0 for p in pad), f"pad {list(pad)} must be >= 0")
-    ctx.error_if(any(s < 1 for s in stride), f"stride {list(stride)} must be >= 1")
-    ctx.error_if(any(d < 1 for d in dilation), f"dilation {list(dilation)} must be >= 1")
+    if len(pad) != 2 * dims or len(stride) != dims or len(dilation) != dims:
+        ctx.error_if(True, f"pad/stride/dilation must have {2 * dims}/{dims}/{dims} values")
+    if min(pad, default=0) < 0:
+        ctx.error_if(True, f"pad {list(pad)} must be >= 0")
+    if min(stride, default=1) < 1:
+        ctx.error_if(True, f"stride {list(stride)} must be >= 1")
+    if min(dilation, default=1) < 1:
+        ctx.error_if(True, f"dilation {list(dilation)} must be >= 1")
     pairs = tuple((pad[2 * i], pad[2 * i + 1]) for i in range(dims))
     out = tuple(
         _sliding_size(ctx, f"spatial dimension {i}",
