@@ -60,15 +60,8 @@ class _Table:
     __slots__ = ("data", "offsets", "pos", "vtables")
 
     def __init__(self, data: bytes, pos: int, vtables: dict[int, tuple[int, ...]]) -> None:
-        vtable = pos - _I32(data, pos)[0]
-        if vtable < 0:  # struct would read a negative offset from the end
-            raise IndexError("vtable before the start of the buffer")
-        # Writers share one vtable among tables of the same layout: decode each once.
-        offsets = vtables.get(vtable)
-        if offsets is None:
-            count = max(0, (_U16(data, vtable)[0] - 4) // 2)
-            offsets = vtables[vtable] = struct.unpack_from(f"<{count}H", data, vtable + 4)
-        self.data, self.pos, self.offsets, self.vtables = data, pos, offsets, vtables
+        self.data, self.pos, self.vtables = data, pos, vtables
+        self.offsets = _vtable_offsets(data, pos, vtables)
 
     # The accessors below spell out the vtable look-up (`offsets[slot]`, 0 when the
     # field is absent) instead of sharing a helper: a model has thousands of fields,
@@ -120,20 +113,12 @@ class _Table:
                 for at in range(start, start + 4 * _checked(count, data), 4)]
 
     def strings(self, slot: int) -> list[str]:
-        start, count = self.vector(slot)
-        if not count:
-            return []
-        data, size = self.data, len(self.data)
-        names = []
-        # The vector holds one offset per string, each relative to its own position.
-        offsets = struct.unpack_from(f"<{_checked(count, data)}I", data, start)
-        for at, offset in zip(range(start, start + 4 * count, 4), offsets):
-            at += offset
-            end = at + 4 + _U32(data, at)[0]
-            if end > size:
-                raise IndexError("string runs past the end of the buffer")
-            names.append(data[at + 4:end].decode("utf-8"))
-        return names
+        return _strings_at(self.data, self._field_position(slot))
+
+    def _field_position(self, slot: int) -> int:
+        offsets = self.offsets
+        offset = offsets[slot] if slot < len(offsets) else 0
+        return self.pos + offset if offset else 0
 
     def ints(self, slot: int) -> list[int] | None:
         """A vector of int32 as a list; None if absent (cheaper than numpy for the few
@@ -151,6 +136,54 @@ class _Table:
             return None
         return np.frombuffer(self.data, dtype=dtype, count=_U32(self.data, at)[0],
                              offset=at + 4)
+
+
+def _vtable_offsets(data: bytes, pos: int, vtables: dict[int, tuple[int, ...]]
+                    ) -> tuple[int, ...]:
+    """The field offsets of the table at `pos`, from its vtable."""
+    vtable = pos - _I32(data, pos)[0]
+    if vtable < 0:  # struct would read a negative offset from the end
+        raise IndexError("vtable before the start of the buffer")
+    # Writers share one vtable among tables of the same layout: decode each once.
+    offsets = vtables.get(vtable)
+    if offsets is None:
+        count = max(0, (_U16(data, vtable)[0] - 4) // 2)
+        offsets = vtables[vtable] = struct.unpack_from(f"<{count}H", data, vtable + 4)
+    return offsets
+
+
+def _text_in_table_at(data: bytes, field: int, slot: int,
+                      vtables: dict[int, tuple[int, ...]]) -> str:
+    """A string field (`slot`) of the table an offset field at `field` points to ("" if
+    either is absent): an operator's location without a _Table for it."""
+    if not field:
+        return ""
+    at = field + _U32(data, field)[0]
+    offsets = _vtable_offsets(data, at, vtables)
+    offset = offsets[slot] if slot < len(offsets) else 0
+    return _text_at(data, at + offset) if offset else ""
+
+
+def _strings_at(data: bytes, field: int) -> list[str]:
+    """The vector of strings an offset field at `field` points to ([] if absent)."""
+    if not field:
+        return []
+    start = field + _U32(data, field)[0]
+    count = _U32(data, start)[0]
+    if not count:
+        return []
+    start += 4
+    size = len(data)
+    names = []
+    # The vector holds one offset per string, each relative to its own position.
+    offsets = struct.unpack_from(f"<{_checked(count, data)}I", data, start)
+    for at, offset in zip(range(start, start + 4 * count, 4), offsets):
+        at += offset
+        end = at + 4 + _U32(data, at)[0]
+        if end > size:
+            raise IndexError("string runs past the end of the buffer")
+        names.append(data[at + 4:end].decode("utf-8"))
+    return names
 
 
 def _text_at(data: bytes, field: int) -> str:
@@ -275,10 +308,10 @@ _OPERATOR = _slots("TosaOperator", "op", "attribute_type", "attribute", "inputs"
 _LOCATION = _slots("OpLocation", "text")
 
 
-_INPUTS_SLOT, _OUTPUTS_SLOT = _OPERATOR["inputs"], _OPERATOR["outputs"]
 _ATTRIBUTE_TYPE_SLOT, _ATTRIBUTE_SLOT = _OPERATOR["attribute_type"], _OPERATOR["attribute"]
-_OPERATOR_FIELDS = (_OPERATOR["op"], _OPERATOR["location"])
-_LOCATION_FIELDS = (_LOCATION["text"],)
+_OPERATOR_FIELDS = (_OPERATOR["op"], _OPERATOR["inputs"], _OPERATOR["outputs"],
+                    _OPERATOR["location"])
+_LOCATION_TEXT_SLOT = _LOCATION["text"]
 
 # The attributes that name a region (control flow), by IR op name.
 _GRAPH_ATTRIBUTES = {d.mlir: tuple(a.name for a in d.attrs if a.type == "graph")
@@ -454,17 +487,14 @@ class _BlockReader:
 
     def _operator(self, operator: _Table) -> Op:
         data = operator.data
-        op_at, location_at = operator.positions(_OPERATOR_FIELDS)
+        op_at, inputs_at, outputs_at, location_at = operator.positions(_OPERATOR_FIELDS)
         op_enum = _U32(data, op_at)[0] if op_at else 0
         definition = _OP_BY_ENUM.get(op_enum)
         if definition is None:
             raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
-        inputs = operator.strings(_INPUTS_SLOT)
-        outputs = operator.strings(_OUTPUTS_SLOT)
-        loc = ""
-        if location_at:
-            location = _Table(data, location_at + _U32(data, location_at)[0], operator.vtables)
-            loc = _text_at(data, location.positions(_LOCATION_FIELDS)[0])
+        inputs = _strings_at(data, inputs_at)
+        outputs = _strings_at(data, outputs_at)
+        loc = _text_in_table_at(data, location_at, _LOCATION_TEXT_SLOT, operator.vtables)
         name = definition.name
         if name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
             return self._variable_access(inputs, outputs, loc)
