@@ -18,7 +18,9 @@ at least as accurate as accumulating in `acc_t` itself.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -92,6 +94,7 @@ class _Accumulation:
     acc_dtype: np.dtype | None = None  # numpy dtype of acc_t for floats
 
 
+@functools.lru_cache(maxsize=32)
 def _accumulation(acc_element: ScalarType) -> _Accumulation:
     if acc_element.is_integer:
         return _Accumulation(True, acc_bits=acc_element.bits)
@@ -207,7 +210,7 @@ def _convolve(x: np.ndarray, w: np.ndarray, window: _Window, accumulation: _Accu
     product over the im2col patches [N*out, taps*IC] when they fit in memory,
     else one product per tap.
     """
-    taps = int(np.prod(window.kernel))
+    taps = math.prod(window.kernel)
     terms = taps * x.shape[-1]
     if accumulation.integer:
         x_bound, w_bound = _max_abs(x), _max_abs(w)
@@ -217,7 +220,7 @@ def _convolve(x: np.ndarray, w: np.ndarray, window: _Window, accumulation: _Accu
     padded = _pad_spatial(x, window.pad).astype(work, copy=False)
     weights = w.astype(work, copy=False)
     out_shape = (x.shape[0],) + window.out + (w.shape[0],)
-    if x.shape[0] * int(np.prod(window.out)) * terms <= _PATCH_LIMIT:
+    if x.shape[0] * math.prod(window.out) * terms <= _PATCH_LIMIT:
         patches = np.empty((x.shape[0],) + window.out + (taps, x.shape[-1]), dtype=work)
         for i, tap in enumerate(window.taps()):
             patches[..., i, :] = window.tap_view(padded, tap)
@@ -818,7 +821,7 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
     n, channels = setup.input_shape[0], setup.input_shape[3]
     out_channels = weight.shape[0]
     terms = taps * channels
-    if n * int(np.prod(window.out)) * terms > _PATCH_LIMIT:
+    if n * math.prod(window.out) * terms > _PATCH_LIMIT:
         return None
     # The kernel's own operand layout, so BLAS sums float products in the same order.
     matrix = wc.astype(setup.work, copy=False).reshape(out_channels, terms).T
