@@ -48,7 +48,7 @@ class ResultCheck(NamedTuple):
     declared: tuple[int, ...] | None       # the declared shape (may hold DYNAMIC)
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     op: Op
     where: str
@@ -64,7 +64,7 @@ class Step:
     single: tuple[int, np.dtype, tuple[int, ...]] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class GraphPlan:
     graph: Graph
     slot_count: int

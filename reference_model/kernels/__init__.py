@@ -20,7 +20,7 @@ from tfl2tosa.errors import SpecErrorIf, SpecRequire
 from tfl2tosa.ir.types import ScalarType, ShapeType, TensorType, Type, storage_type
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelContext:
     op_name: str                     # specification name, e.g. "CONV2D"
     inputs: list[np.ndarray]         # operand values in specification order
@@ -77,7 +77,7 @@ Kernel = Callable[[KernelContext], list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}
 
 
-@dataclass
+@dataclass(slots=True)
 class StaticOp:
     """What is known about an op before any run: a preparer's input."""
 
