@@ -174,6 +174,12 @@ def _strings_at(data: bytes, field: int) -> list[str]:
         return []
     start += 4
     size = len(data)
+    if count == 1:  # most operators have one result, and many one operand
+        at = start + _U32(data, start)[0]
+        end = at + 4 + _U32(data, at)[0]
+        if end > size:
+            raise IndexError("string runs past the end of the buffer")
+        return [data[at + 4:end].decode("utf-8")]
     names = []
     # The vector holds one offset per string, each relative to its own position.
     offsets = struct.unpack_from(f"<{_checked(count, data)}I", data, start)
