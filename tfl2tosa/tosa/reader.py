@@ -359,16 +359,18 @@ class _Reader:
         self.declared_variables: set[str] = set()
 
     @staticmethod
-    def tensor_type(shape: tuple[int, ...] | None, element: Any) -> TensorType:
-        """One TensorType per distinct shape and element, shared by every file read
-        (types are immutable, building one checks it, and the reference model's
-        per-signature caches then find a model's types by identity)."""
-        key = (shape, element)
+    def tensor_type(shape: tuple[int, ...] | None, dtype: int) -> TensorType:
+        """One TensorType per distinct shape and (valid) flatbuffer DType, shared by
+        every file read (types are immutable, building one checks it, and the
+        reference model's per-signature caches then find a model's types by
+        identity). Keyed by the DType number: hashing it is cheaper than hashing
+        the element type."""
+        key = (shape, dtype)
         found = _TENSOR_TYPES.get(key)
         if found is None:
             if len(_TENSOR_TYPES) >= _TENSOR_TYPE_LIMIT:
                 _TENSOR_TYPES.clear()
-            found = _TENSOR_TYPES[key] = TensorType(shape, element)
+            found = _TENSOR_TYPES[key] = TensorType(shape, ELEMENT_BY_DTYPE[dtype])
         return found
 
     def module(self) -> Module:
@@ -449,15 +451,14 @@ class _BlockReader:
                 raise TosaFileError(f"tensor {name!r} keeps its data outside the flatbuffer "
                                     "(files over 2 GB are not supported)")
             dtype = _U32(data, type_at)[0] if type_at else 0
-            element = ELEMENT_BY_DTYPE.get(dtype)
-            if element is None:
+            if dtype not in ELEMENT_BY_DTYPE:
                 raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
             dims = _ints_at(data, shape_at)
             shape = None if unranked_at and _U8(data, unranked_at)[0] else tuple(dims or ())
             raw = _bytes_at(data, data_at)
             variable = (_text_at(data, variable_name_at)
                         if variable_at and _U8(data, variable_at)[0] else None)
-            tensors[name] = _TensorInfo(tensor_type(shape, element), raw, variable)
+            tensors[name] = _TensorInfo(tensor_type(shape, dtype), raw, variable)
 
     def _read_shapes(self) -> None:
         for s in self.block.tables(_BLOCK["shapes"]):
