@@ -115,10 +115,13 @@ def _step(op: Op, slot_of: dict[int, int], missing: Sequence[Value],
         step.error = ReferenceModelError(f"{where} uses {missing[0].name!r}, which is not "
                                          "defined earlier in its graph")
         return step
+    # One list of each per op, shared by the checks, the preparer and the kernel call.
+    input_types = [v.type for v in op.operands]
+    output_types = [v.type for v in op.results]
     try:
         spec_name = specification_name(op)
         step.where = f"{spec_name} ({op.loc})" if op.loc else spec_name
-        _check_type_mode_once(op, OPS[spec_name])
+        _check_type_mode_once(op, OPS[spec_name], input_types, output_types)
     except (ReferenceModelError, SpecErrorIf) as exc:
         step.error = exc
         return step
@@ -126,9 +129,10 @@ def _step(op: Op, slot_of: dict[int, int], missing: Sequence[Value],
             and results[0].static_shape is not None:
         check = results[0]
         step.single = (check.slot, check.dtype, check.static_shape)
-    step.prepared = _prepare(op, spec_name, [constants.get(slot) for slot in operands])
+    step.prepared = _prepare(op, spec_name, input_types, output_types,
+                             [constants.get(slot) for slot in operands])
     if step.prepared is None:
-        step.call = _generic_call(op, spec_name)
+        step.call = _generic_call(op, spec_name, input_types, output_types)
     return step
 
 
@@ -138,11 +142,10 @@ def _never(operands: list[np.ndarray], variables: dict[str, np.ndarray],
                          "prepared kernel that runs instead)")
 
 
-def _generic_call(op: Op, spec_name: str) -> StepCall:
+def _generic_call(op: Op, spec_name: str, input_types: list[Type],
+                  output_types: list[Type]) -> StepCall:
     kernel = KERNELS[spec_name]
     attrs, loc = op.attrs, op.loc
-    input_types = [v.type for v in op.operands]
-    output_types = [v.type for v in op.results]
 
     def call(operands: list[np.ndarray], variables: dict[str, np.ndarray],
              run_graph: GraphRunner) -> list[np.ndarray]:
@@ -153,14 +156,13 @@ def _generic_call(op: Op, spec_name: str) -> StepCall:
     return call
 
 
-def _prepare(op: Op, spec_name: str, constants: list[np.ndarray | None]) -> Prepared | None:
+def _prepare(op: Op, spec_name: str, input_types: list[Type], output_types: list[Type],
+             constants: list[np.ndarray | None]) -> Prepared | None:
     preparer = PREPARERS.get(spec_name)
     if preparer is None:
         return None
-    static = StaticOp(op_name=spec_name, attrs=op.attrs,
-                      input_types=[v.type for v in op.operands],
-                      output_types=[v.type for v in op.results], loc=op.loc,
-                      constants=constants)
+    static = StaticOp(op_name=spec_name, attrs=op.attrs, input_types=input_types,
+                      output_types=output_types, loc=op.loc, constants=constants)
     try:
         return preparer(static)
     except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
@@ -309,8 +311,12 @@ _VALID_SIGNATURES: set[tuple] = set()
 _SIGNATURE_LIMIT = 1 << 14
 
 
-def _check_type_mode_once(op: Op, opdef: OpDef) -> None:
-    signature = (op.name, *[v.type for v in op.operands], None, *[v.type for v in op.results])
+def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None = None,
+                          output_types: list[Type] | None = None) -> None:
+    if input_types is None or output_types is None:
+        input_types = [v.type for v in op.operands]
+        output_types = [v.type for v in op.results]
+    signature = (op.name, *input_types, None, *output_types)
     try:
         if signature in _VALID_SIGNATURES:
             return
