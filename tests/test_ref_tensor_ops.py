@@ -133,6 +133,9 @@ def _arm_attribute(ts: Any, op_name: str, attrs: dict[str, Any]) -> Any:
         a.MaxPool2dAttribute(attrs["kernel"], attrs["stride"], attrs["pad"], nan)
     elif op_name == "ARGMAX":
         a.ArgMaxAttribute(attrs["axis"], nan)
+    elif op_name in ("REDUCE_MAX", "REDUCE_MIN"):
+        builder = a.ReduceMaxAttribute if op_name == "REDUCE_MAX" else a.ReduceMinAttribute
+        builder(attrs["axis"], nan)
     elif op_name == "RESCALE":
         a.RescaleAttribute(attrs["scale32"], getattr(ts.RoundingMode, attrs["rounding_mode"]),
                            attrs["per_channel"], attrs.get("input_unsigned", False),

@@ -1,9 +1,9 @@
 """Reduction operators (TOSA 1.0 chapter "Reduction Operators").
 
 Each reduces one `axis` and keeps it with size 1. Integer sums REQUIRE that
-every partial sum fits the type. Float MAX/MIN follow the pseudocode's
-sequential `apply_max_s`/`apply_min_s` (so the sign of equal zeros and NaN
-handling match it exactly). Float PRODUCT follows the pseudocode's order: a
+every partial sum fits the type. Float MAX/MIN give the result of the
+pseudocode's sequential `apply_max_s`/`apply_min_s` fold (the sign of equal
+zeros and the NaN handling included), worked out with whole-array reductions. Float PRODUCT follows the pseudocode's order: a
 sequential accumulation in in_out_t, each step rounded (numpy's cumulative
 product is sequential), so an intermediate overflow gives infinity just as the
 pseudocode does.
@@ -19,13 +19,10 @@ infinity only when the sum itself does not fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from reference_model import numerics
 from reference_model.kernels import KernelContext, is_float_dtype, kernel
-from reference_model.kernels.elementwise_binary import float_max, float_min
 
 
 def _axis(ctx: KernelContext) -> int:
@@ -49,28 +46,56 @@ def reduce_any(ctx: KernelContext) -> list[np.ndarray]:
     return [np.any(ctx.inputs[0], axis=axis, keepdims=True)]
 
 
-def _sequential(x: np.ndarray, axis: int, initial: np.ndarray,
-                step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """acc = initial; for each i along axis: acc = step(acc, x[..., i, ...])."""
-    acc = np.broadcast_to(initial, np.take(x, [0], axis=axis).shape).astype(x.dtype)
-    for i in range(x.shape[axis]):
-        acc = step(acc, np.take(x, [i], axis=axis))
-    return acc
+def _float_extreme(ctx: KernelContext, largest: bool) -> np.ndarray:
+    """Float REDUCE_MAX (largest) / REDUCE_MIN with the pseudocode's sequential result.
 
-
-def _float_extreme(ctx: KernelContext, pick: Callable, start: float) -> np.ndarray:
+    The pseudocode folds `acc = apply_max_s(acc, v)` (`acc >= v ? acc : v`) or
+    `apply_min_s` (`acc < v ? acc : v`) along the axis from minimum_s/maximum_s
+    (-inf/+inf) or, with nan_mode IGNORE, from NaN. Worked out per slice:
+    PROPAGATE: any NaN makes every later step return NaN, else the extreme value.
+    IGNORE: compare_nan returns the operand that is not NaN, so NaNs are skipped;
+    an all-NaN slice returns its last element (compare_nan(NaN, v) is v).
+    Ties only differ for zeros: max keeps acc on a tie, so the FIRST zero's sign
+    wins; min takes v on a tie, so the LAST zero's sign wins.
+    """
     x, axis = ctx.inputs[0], _axis(ctx)
-    nan_mode = ctx.attrs.get("nan_mode", "PROPAGATE")
-    # IGNORE starts from NaN so that an all-NaN slice stays NaN; PROPAGATE from -inf/+inf.
-    initial = np.asarray(np.nan if nan_mode == "IGNORE" else start, dtype=x.dtype)
-    return _sequential(x, axis, initial, lambda acc, v: pick(acc, v, nan_mode).astype(x.dtype))
+    ignore = ctx.attrs.get("nan_mode", "PROPAGATE") == "IGNORE"
+    if x.shape[axis] == 0:
+        start = np.nan if ignore else (-np.inf if largest else np.inf)
+        return np.full(x.shape[:axis] + (1,) + x.shape[axis + 1:], start, dtype=x.dtype)
+    with np.errstate(invalid="ignore"):
+        if ignore:
+            reduce = np.fmax.reduce if largest else np.fmin.reduce
+        else:
+            reduce = np.maximum.reduce if largest else np.minimum.reduce
+        result = reduce(x, axis=axis, keepdims=True)
+    nan = np.isnan(result)
+    if nan.any():
+        # PROPAGATE returns compare_nan's fresh NaN; IGNORE the slice's last NaN.
+        fill = np.take(x, [-1], axis=axis) if ignore else np.asarray(np.nan, x.dtype)
+        result = np.where(nan, fill, result)
+    zero = result == 0
+    if zero.any():
+        result = np.where(zero, _zero_that_wins(x, axis, first=largest), result)
+    return result
+
+
+def _zero_that_wins(x: np.ndarray, axis: int, first: bool) -> np.ndarray:
+    """The first (or last) zero of each slice along axis, with its sign (0 if none)."""
+    zeros = x == 0
+    if first:
+        index = np.argmax(zeros, axis=axis, keepdims=True)
+    else:
+        index = x.shape[axis] - 1 - np.argmax(np.flip(zeros, axis=axis), axis=axis,
+                                              keepdims=True)
+    return np.take_along_axis(x, index, axis=axis)
 
 
 @kernel("REDUCE_MAX")
 def reduce_max(ctx: KernelContext) -> list[np.ndarray]:
     x = ctx.inputs[0]
     if is_float_dtype(x.dtype):
-        return [_float_extreme(ctx, float_max, -np.inf)]
+        return [_float_extreme(ctx, largest=True)]
     return [np.max(x, axis=_axis(ctx), keepdims=True)]
 
 
@@ -78,7 +103,7 @@ def reduce_max(ctx: KernelContext) -> list[np.ndarray]:
 def reduce_min(ctx: KernelContext) -> list[np.ndarray]:
     x = ctx.inputs[0]
     if is_float_dtype(x.dtype):
-        return [_float_extreme(ctx, float_min, np.inf)]
+        return [_float_extreme(ctx, largest=False)]
     return [np.min(x, axis=_axis(ctx), keepdims=True)]
 
 
