@@ -106,6 +106,14 @@ class _Table:
         at = self._target(slot)
         return (at + 4, _U32(self.data, at)[0]) if at else (0, 0)
 
+    def table_positions(self, slot: int) -> list[int]:
+        """Where each table of a vector of tables starts (no _Table objects)."""
+        start, count = self.vector(slot)
+        data = self.data
+        count = _checked(count, data)
+        offsets = struct.unpack_from(f"<{count}I", data, start) if count else ()
+        return [at + offset for at, offset in zip(range(start, start + 4 * count, 4), offsets)]
+
     def tables(self, slot: int) -> list[_Table]:
         start, count = self.vector(slot)
         data, vtables = self.data, self.vtables
@@ -150,6 +158,22 @@ def _vtable_offsets(data: bytes, pos: int, vtables: dict[int, tuple[int, ...]]
         count = max(0, (_U16(data, vtable)[0] - 4) // 2)
         offsets = vtables[vtable] = struct.unpack_from(f"<{count}H", data, vtable + 4)
     return offsets
+
+
+def _field_offsets(data: bytes, pos: int, slots: tuple[int, ...],
+                   cache: dict[int, tuple[int, ...]]) -> tuple[int, ...]:
+    """The offsets (0 if absent) of the `slots` fields of the table at `pos`, decoded
+    once per vtable: every table of a vector usually shares one or a few. `cache`
+    is for one `slots` tuple."""
+    vtable = pos - _I32(data, pos)[0]
+    found = cache.get(vtable)
+    if found is None:
+        if vtable < 0:  # struct would read a negative offset from the end
+            raise IndexError("vtable before the start of the buffer")
+        count = max(0, (_U16(data, vtable)[0] - 4) // 2)
+        offsets = struct.unpack_from(f"<{count}H", data, vtable + 4)
+        found = cache[vtable] = tuple(offsets[slot] if slot < count else 0 for slot in slots)
+    return found
 
 
 def _text_in_table_at(data: bytes, field: int, slot: int,
@@ -316,7 +340,7 @@ _LOCATION = _slots("OpLocation", "text")
 
 _ATTRIBUTE_TYPE_SLOT, _ATTRIBUTE_SLOT = _OPERATOR["attribute_type"], _OPERATOR["attribute"]
 _OPERATOR_FIELDS = (_OPERATOR["op"], _OPERATOR["inputs"], _OPERATOR["outputs"],
-                    _OPERATOR["location"])
+                    _OPERATOR["location"], _ATTRIBUTE_TYPE_SLOT, _ATTRIBUTE_SLOT)
 _LOCATION_TEXT_SLOT = _LOCATION["text"]
 
 # The attributes that name a region (control flow), by IR op name.
@@ -355,7 +379,8 @@ class _TensorInfo(NamedTuple):
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self.root = _Table(data, _U32(data, 0)[0], {})
+        self.vtables: dict[int, tuple[int, ...]] = {}   # decoded vtables by position
+        self.root = _Table(data, _U32(data, 0)[0], self.vtables)
         self.declared_variables: set[str] = set()
 
     @staticmethod
@@ -430,8 +455,11 @@ class _BlockReader:
                 self.variables[name] = info.variable_name
         for name in self.block.strings(_BLOCK["inputs"]):
             self._define(name, graph.add_input(name, self._tensor(name).type))
-        for operator in self.block.tables(_BLOCK["operators"]):
-            graph.append(self._operator(operator))
+        data, layouts = self.block.data, {}
+        for pos in self.block.table_positions(_BLOCK["operators"]):
+            graph.append(self._operator(data, [
+                pos + offset if offset else 0
+                for offset in _field_offsets(data, pos, _OPERATOR_FIELDS, layouts)]))
         graph.set_outputs(self._value(name) for name in self.block.strings(_BLOCK["outputs"]))
         return graph
 
@@ -440,9 +468,12 @@ class _BlockReader:
     def _read_tensors(self) -> None:
         tensors, tensor_type = self.tensors, self.reader.tensor_type
         data = self.block.data
-        for t in self.block.tables(_BLOCK["tensors"]):
+        layouts: dict[int, tuple[int, ...]] = {}
+        for pos in self.block.table_positions(_BLOCK["tensors"]):
             (name_at, offset_at, size_at, type_at, shape_at, unranked_at, data_at,
-             variable_at, variable_name_at) = t.positions(_TENSOR_FIELDS)
+             variable_at, variable_name_at) = [
+                pos + offset if offset else 0
+                for offset in _field_offsets(data, pos, _TENSOR_FIELDS, layouts)]
             name = _text_at(data, name_at)
             if name in tensors:
                 raise TosaFileError(f"tensor {name!r} is listed twice")
@@ -492,20 +523,20 @@ class _BlockReader:
 
     # -- operators
 
-    def _operator(self, operator: _Table) -> Op:
-        data = operator.data
-        op_at, inputs_at, outputs_at, location_at = operator.positions(_OPERATOR_FIELDS)
+    def _operator(self, data: bytes, positions: list[int]) -> Op:
+        """The op of the operator table whose _OPERATOR_FIELDS are at `positions`."""
+        op_at, inputs_at, outputs_at, location_at, attribute_type_at, attribute_at = positions
         op_enum = _U32(data, op_at)[0] if op_at else 0
         definition = _OP_BY_ENUM.get(op_enum)
         if definition is None:
             raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
         inputs = _strings_at(data, inputs_at)
         outputs = _strings_at(data, outputs_at)
-        loc = _text_in_table_at(data, location_at, _LOCATION_TEXT_SLOT, operator.vtables)
+        loc = _text_in_table_at(data, location_at, _LOCATION_TEXT_SLOT, self.reader.vtables)
         name = definition.name
         if name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
             return self._variable_access(inputs, outputs, loc)
-        attrs = self._attributes(operator, definition, inputs, outputs)
+        attrs = self._attributes(attribute_type_at, attribute_at, definition, inputs, outputs)
         values, shapes, tensors = self.values, self.shapes, self.tensors
         try:
             operands = [values[n] for n in inputs]
@@ -521,7 +552,8 @@ class _BlockReader:
             values[name] = value
         return op
 
-    def _attributes(self, operator: _Table, definition: tosa_ops.OpDef, inputs: list[str],
+    def _attributes(self, attribute_type_at: int, attribute_at: int,
+                    definition: tosa_ops.OpDef, inputs: list[str],
                     outputs: list[str]) -> dict[str, Any]:
         if definition.name == "CONST":
             info = self._tensor(outputs[0])
@@ -536,8 +568,10 @@ class _BlockReader:
         expected, fields = _attribute_fields(definition)
         if not fields:
             return {}
-        attribute_type = operator.scalar(_ATTRIBUTE_TYPE_SLOT, _U8)
-        table = operator.table(_ATTRIBUTE_SLOT)
+        data = self.block.data
+        attribute_type = _U8(data, attribute_type_at)[0] if attribute_type_at else 0
+        table = (_Table(data, attribute_at + _U32(data, attribute_at)[0], self.reader.vtables)
+                 if attribute_at else None)
         if attribute_type != expected or table is None:
             raise TosaFileError(f"{definition.name} carries attribute type "
                                 f"{attribute_type}, expected {expected}")

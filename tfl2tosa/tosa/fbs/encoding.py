@@ -109,17 +109,36 @@ def encode_data(values: np.ndarray, element: ElementType) -> np.ndarray:
     return stored.reshape(-1).view(np.uint8)
 
 
+# Element types whose values are stored as their own numpy dtype (little-endian
+# int8/16/32, fp16, fp32): filled in as decode_data meets them.
+_PLAIN_STORAGE: dict[ElementType, np.dtype] = {}
+
+
 def decode_data(raw: np.ndarray, element: ScalarType, shape: tuple[int, ...]) -> np.ndarray:
     """`shape`-shaped array of `element` values from stored bytes (a view where possible).
 
     Raises IRError if `raw` holds fewer bytes than the shape needs.
     """
-    dtype = dtype_of(element)
     count = math.prod(shape)  # Python ints: exact, and np.prod costs ~5 us a call
+    try:
+        stored = _PLAIN_STORAGE.get(element)
+    except TypeError:  # an element type that cannot be hashed
+        stored = None
+    if stored is not None:
+        # The common case, a constant model's weights: the stored bytes are the
+        # values, a view of them in the element's own numpy dtype.
+        need = stored.itemsize * count
+        if raw.size < need:
+            raise IRError(f"{element}{list(shape)} needs {need} data bytes, found {raw.size}")
+        return raw[:need].view(stored).reshape(shape)
+    dtype = dtype_of(element)
     need = stored_size(dtype, count)
     if raw.size < need:
         raise IRError(f"{element}{list(shape)} needs {need} data bytes, found {raw.size}")
     raw = raw[:need]
+    if dtype in _STORED and element.__hash__ is not None \
+            and np.dtype(_STORED[dtype]) == numpy_dtype(element):
+        _PLAIN_STORAGE[element] = np.dtype(_STORED[dtype])
     if dtype in _STORED:
         values = raw.view(_STORED[dtype])
     elif dtype == DType.BOOL:
