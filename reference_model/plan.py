@@ -84,6 +84,8 @@ def compile_graph(graph: Graph) -> GraphPlan:
     steps: list[Step] = []
     initial_values: dict[int, np.ndarray] = {}
     for op in graph.ops:
+        if op.name == "tosa.const" and _bind_constant(op, slot_of, initial_values):
+            continue
         missing = [v for v in op.operands if id(v) not in slot_of] if op.operands else ()
         for value in op.results:
             slot_of[id(value)] = len(slot_of)
@@ -169,6 +171,30 @@ def _prepare(op: Op, spec_name: str, input_types: list[Type], output_types: list
         return None
 
 
+def _bind_constant(op: Op, slot_of: dict[int, int],
+                   initial_values: dict[int, np.ndarray]) -> bool:
+    """The common CONST, bound straight into its slot: no operands, one result whose
+    type already passed the type-mode check, and `values` an array of exactly the
+    declared dtype and shape (what the reader and the converter make). False for any
+    other CONST, which _fold_constant handles."""
+    results = op.results
+    if op.operands or len(results) != 1:
+        return False
+    value = results[0]
+    values = op.attrs.get("values")
+    if values.__class__ is not np.ndarray:
+        return False
+    value_type = value.type
+    if (op.name, None, id(value_type)) not in _VALID_BY_ID:
+        return False
+    dtype, static_shape, _ = _type_facts(value_type)
+    if values.dtype != dtype or values.shape != static_shape:
+        return False
+    slot = slot_of[id(value)] = len(slot_of)
+    initial_values[slot] = values
+    return True
+
+
 def _fold_constant(op: Op) -> list[np.ndarray] | None:
     """Run a CONST / CONST_SHAPE op now; None if that fails (the op then becomes a step
     and reports the failure when the run reaches it)."""
@@ -241,10 +267,22 @@ _TYPE_FACTS: dict[Type, tuple[np.dtype | None, tuple[int, ...] | None,
                               tuple[int, ...] | None]] = {}
 
 
+# The same, by the type object's identity: the reader shares one object per
+# distinct type, and an id look-up skips the type's Python-level __hash__. Each
+# entry keeps its type alive, so the id cannot be reused while the entry exists.
+_TYPE_FACTS_BY_ID: dict[int, tuple[Type, tuple[np.dtype | None, tuple[int, ...] | None,
+                                                tuple[int, ...] | None]]] = {}
+
+
 def _type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | None,
                                            tuple[int, ...] | None]:
+    known = _TYPE_FACTS_BY_ID.get(id(value_type))
+    if known is not None:
+        return known[1]
     try:
-        return _TYPE_FACTS[value_type]
+        facts = _TYPE_FACTS[value_type]
+        _remember_type_facts(value_type, facts)
+        return facts
     except KeyError:
         pass
     except TypeError:  # a type that cannot be hashed
@@ -252,7 +290,14 @@ def _type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | No
     if len(_TYPE_FACTS) >= _SIGNATURE_LIMIT:
         _TYPE_FACTS.clear()
     facts = _TYPE_FACTS[value_type] = _work_out_type_facts(value_type)
+    _remember_type_facts(value_type, facts)
     return facts
+
+
+def _remember_type_facts(value_type: Type, facts: tuple) -> None:
+    if len(_TYPE_FACTS_BY_ID) >= _SIGNATURE_LIMIT:
+        _TYPE_FACTS_BY_ID.clear()
+    _TYPE_FACTS_BY_ID[id(value_type)] = (value_type, facts)
 
 
 def _work_out_type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | None,
@@ -308,6 +353,10 @@ def _typed_pairs(args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, 
 # types themselves (immutable, hashed once each), so every model read with the same
 # op and types shares the entry.
 _VALID_SIGNATURES: set[tuple] = set()
+# The same signatures by the types' identities (op name, then the ids): a tuple of
+# ints hashes in C, the types' __hash__ is Python. Each entry's value holds its
+# types, so their ids stay theirs while the entry exists.
+_VALID_BY_ID: dict[tuple, tuple[Type, ...]] = {}
 _SIGNATURE_LIMIT = 1 << 14
 
 
@@ -316,17 +365,22 @@ def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None =
     if input_types is None or output_types is None:
         input_types = [v.type for v in op.operands]
         output_types = [v.type for v in op.results]
+    by_id = (op.name, *map(id, input_types), None, *map(id, output_types))
+    if by_id in _VALID_BY_ID:
+        return
     signature = (op.name, *input_types, None, *output_types)
     try:
-        if signature in _VALID_SIGNATURES:
-            return
+        if signature not in _VALID_SIGNATURES:
+            check_type_mode(op, opdef)
+            if len(_VALID_SIGNATURES) >= _SIGNATURE_LIMIT:
+                _VALID_SIGNATURES.clear()
+            _VALID_SIGNATURES.add(signature)
     except TypeError:  # a type that cannot be hashed: check it every time
         check_type_mode(op, opdef)
         return
-    check_type_mode(op, opdef)
-    if len(_VALID_SIGNATURES) >= _SIGNATURE_LIMIT:
-        _VALID_SIGNATURES.clear()
-    _VALID_SIGNATURES.add(signature)
+    if len(_VALID_BY_ID) >= _SIGNATURE_LIMIT:
+        _VALID_BY_ID.clear()
+    _VALID_BY_ID[by_id] = (*input_types, *output_types)
 
 
 def check_type_mode(op: Op, opdef: OpDef) -> None:
