@@ -38,7 +38,12 @@ from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import ShapeType, TensorType, Type
 from tfl2tosa.tosa import ops as tosa_ops
 from tfl2tosa.tosa.fbs import tosa_generated as fb
-from tfl2tosa.tosa.fbs.encoding import ELEMENT_BY_DTYPE, decode_data, decode_shape
+from tfl2tosa.tosa.fbs.encoding import (
+    ELEMENT_BY_DTYPE,
+    decode_data,
+    decode_data_from,
+    decode_shape,
+)
 
 FILE_IDENTIFIER = b"TOSA"
 
@@ -232,14 +237,18 @@ def _ints_at(data: bytes, field: int) -> list[int] | None:
     return list(struct.unpack_from(f"<{count}i", data, at + 4))
 
 
-def _bytes_at(data: bytes, field: int) -> np.ndarray | None:
-    """The [ubyte] vector an offset field at `field` points to, as a read-only view;
-    None if absent or empty."""
+def _bytes_span_at(data: bytes, field: int) -> tuple[int, int] | None:
+    """(start, length) of the [ubyte] vector an offset field at `field` points to; None
+    if absent or empty. The bytes are viewed only when decoded."""
     if not field:
         return None
     at = field + _U32(data, field)[0]
     count = _U32(data, at)[0]
-    return np.frombuffer(data, dtype=np.uint8, count=count, offset=at + 4) if count else None
+    if not count:
+        return None
+    if at + 4 + count > len(data):
+        raise ValueError("buffer is smaller than requested size")  # as np.frombuffer says
+    return at + 4, count
 
 
 def _string_at(data: bytes, at: int) -> bytes:
@@ -372,7 +381,7 @@ _TENSOR_TYPE_LIMIT = 1 << 14
 
 class _TensorInfo(NamedTuple):
     type: TensorType
-    raw: np.ndarray | None       # the data vector, uint8
+    data: tuple[int, int] | None    # (start, length) of the data vector in the file
     variable_name: str | None
 
 
@@ -486,10 +495,10 @@ class _BlockReader:
                 raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
             dims = _ints_at(data, shape_at)
             shape = None if unranked_at and _U8(data, unranked_at)[0] else tuple(dims or ())
-            raw = _bytes_at(data, data_at)
+            span = _bytes_span_at(data, data_at)
             variable = (_text_at(data, variable_name_at)
                         if variable_at and _U8(data, variable_at)[0] else None)
-            tensors[name] = _TensorInfo(tensor_type(shape, dtype), raw, variable)
+            tensors[name] = _TensorInfo(tensor_type(shape, dtype), span, variable)
 
     def _read_shapes(self) -> None:
         for s in self.block.tables(_BLOCK["shapes"]):
@@ -557,10 +566,9 @@ class _BlockReader:
                     outputs: list[str]) -> dict[str, Any]:
         if definition.name == "CONST":
             info = self._tensor(outputs[0])
-            raw = info.raw if info.raw is not None else np.zeros(0, np.uint8)
             if not info.type.is_static:
                 raise TosaFileError(f"constant {outputs[0]!r} has no static shape")
-            return {"values": decode_data(raw, info.type.element, info.type.shape)}
+            return {"values": self._decode(info)}
         if definition.name == "CONST_SHAPE":
             if outputs[0] not in self.shapes:
                 raise TosaFileError(f"CONST_SHAPE output {outputs[0]!r} is not in shapes[]")
@@ -611,14 +619,22 @@ class _BlockReader:
             return None if raw is None else raw.decode("utf-8")
         raise TosaFileError(f"attribute {attr.name} of type {kind} cannot be read")
 
+    def _decode(self, info: _TensorInfo) -> np.ndarray:
+        """A tensor's stored values (none stored: an empty byte vector)."""
+        element, shape = info.type.element, info.type.shape
+        if info.data is None:
+            return decode_data(np.zeros(0, np.uint8), element, shape)
+        start, length = info.data
+        return decode_data_from(self.block.data, start, length, element, shape)
+
     # -- variables
 
     def _variable_op(self, info: _TensorInfo) -> Op:
         attrs: dict[str, Any] = {"name": info.variable_name,
                                  "var_shape": list(info.type.shape or ()),
                                  "type": info.type.element.name}
-        if info.raw is not None:
-            attrs["initial_value"] = decode_data(info.raw, info.type.element, info.type.shape)
+        if info.data is not None:
+            attrs["initial_value"] = self._decode(info)
         return Op("tosa.variable", [], [], attrs)
 
     def _variable_access(self, inputs: list[str], outputs: list[str], loc: str) -> Op:

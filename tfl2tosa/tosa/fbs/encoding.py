@@ -157,6 +157,25 @@ def decode_data(raw: np.ndarray, element: ScalarType, shape: tuple[int, ...]) ->
     return values.astype(numpy_dtype(element), copy=False).reshape(shape)
 
 
+def decode_data_from(buffer: bytes, start: int, length: int, element: ScalarType,
+                     shape: tuple[int, ...]) -> np.ndarray:
+    """decode_data of buffer[start:start + length], which must lie inside `buffer`: for
+    an element stored as its own numpy dtype, one read-only view of the buffer made
+    directly (no byte view to slice and reinterpret)."""
+    try:
+        stored = _PLAIN_STORAGE.get(element)
+    except TypeError:  # an element type that cannot be hashed
+        stored = None
+    if stored is None:
+        return decode_data(np.frombuffer(buffer, np.uint8, count=length, offset=start),
+                           element, shape)
+    count = math.prod(shape)
+    need = stored.itemsize * count
+    if length < need:
+        raise IRError(f"{element}{list(shape)} needs {need} data bytes, found {length}")
+    return np.frombuffer(buffer, stored, count=count, offset=start).reshape(shape)
+
+
 def encode_shape(values: list[int] | tuple[int, ...] | np.ndarray) -> np.ndarray:
     """TosaShape data: int64 little-endian."""
     return np.ascontiguousarray(np.asarray(values, dtype="<i8")).reshape(-1).view(np.uint8)
