@@ -228,15 +228,6 @@ def _text_at(data: bytes, field: int) -> str:
     return _string_at(data, field + _U32(data, field)[0]).decode("utf-8")
 
 
-def _ints_at(data: bytes, field: int) -> list[int] | None:
-    """The int32 vector an offset field at `field` points to (None if absent)."""
-    if not field:
-        return None
-    at = field + _U32(data, field)[0]
-    count = _checked(_U32(data, at)[0], data)
-    return list(struct.unpack_from(f"<{count}i", data, at + 4))
-
-
 def _bytes_span_at(data: bytes, field: int) -> tuple[int, int] | None:
     """(start, length) of the [ubyte] vector an offset field at `field` points to; None
     if absent or empty. The bytes are viewed only when decoded."""
@@ -483,7 +474,14 @@ class _BlockReader:
              variable_at, variable_name_at) = [
                 pos + offset if offset else 0
                 for offset in _field_offsets(data, pos, _TENSOR_FIELDS, layouts)]
-            name = _text_at(data, name_at)
+            if name_at:  # _text_at and _ints_at inline: one tensor after another
+                at = name_at + _U32(data, name_at)[0]
+                end = at + 4 + _U32(data, at)[0]
+                if end > len(data):
+                    raise IndexError("string runs past the end of the buffer")
+                name = data[at + 4:end].decode("utf-8")
+            else:
+                name = ""
             if name in tensors:
                 raise TosaFileError(f"tensor {name!r} is listed twice")
             if (offset_at and _U64(data, offset_at)[0] > 1) \
@@ -493,8 +491,13 @@ class _BlockReader:
             dtype = _U32(data, type_at)[0] if type_at else 0
             if dtype not in ELEMENT_BY_DTYPE:
                 raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
-            dims = _ints_at(data, shape_at)
-            shape = None if unranked_at and _U8(data, unranked_at)[0] else tuple(dims or ())
+            if shape_at:
+                at = shape_at + _U32(data, shape_at)[0]
+                shape = struct.unpack_from(f"<{_checked(_U32(data, at)[0], data)}i", data, at + 4)
+            else:
+                shape = ()
+            if unranked_at and _U8(data, unranked_at)[0]:
+                shape = None
             span = _bytes_span_at(data, data_at)
             variable = (_text_at(data, variable_name_at)
                         if variable_at and _U8(data, variable_at)[0] else None)
