@@ -438,6 +438,18 @@ def test_scatter_writes_rows_and_requires_unique_indices():
         one("tosa.scatter", [values, np.array([[1, 1]], np.int32), updates], (1, 3, 1), "i16")
 
 
+def test_scatter_names_the_first_batch_with_a_repeated_index():
+    # The REQUIRE is per batch: batch 0 writes positions 0, 2; batch 1 writes 1 twice.
+    values = np.zeros((3, 3, 1), np.int8)
+    updates = np.ones((3, 2, 1), np.int8)
+    indices = np.array([[0, 2], [1, 1], [2, 2]], np.int32)
+    with pytest.raises(SpecRequire, match="batch 1 are unique"):
+        one("tosa.scatter", [values, indices, updates], (3, 3, 1), "i8")
+    result = one("tosa.scatter", [values, np.array([[0, 2], [2, 1], [1, 0]], np.int32),
+                                  updates], (3, 3, 1), "i8")
+    assert result.reshape(3, 3).tolist() == [[1, 0, 1], [0, 1, 1], [1, 1, 0]]
+
+
 # --- data nodes, custom -----------------------------------------------------------------
 
 def test_const_identity_and_i48_values():
