@@ -164,7 +164,7 @@ class _RescaleSetup:
 
     def __init__(self, op: StaticOp, in_bits: int, out_bits: int, multiplier: Any,
                  shift: Any, in_zp: int, out_zp: int, largest_multiplier: int,
-                 smallest_shift: int) -> None:
+                 smallest_shift: int, largest_shift: int) -> None:
         attrs = op.attrs
         self.op = op
         self.in_bits, self.out_bits = in_bits, out_bits
@@ -187,8 +187,11 @@ class _RescaleSetup:
         if self.per_channel:
             self.limit = self.rounding = np.left_shift(np.int64(1), shift - 1)
             smallest_limit = 1 << (smallest_shift - 1)
-            if double and np.any(shift > 31):
-                adjust = np.where(shift > 31, np.int64(1 << 30), np.int64(0))
+            if double and largest_shift > 31:
+                # Every channel's shift > 31 (converted models): the adjustment is one
+                # number; otherwise it is 2^30 in the channels with shift > 31 only.
+                adjust = (1 << 30 if smallest_shift > 31
+                          else np.where(shift > 31, np.int64(1 << 30), np.int64(0)))
                 self.round_by_sign = (self.rounding + adjust, self.rounding - adjust)
         else:
             self.limit = self.rounding = smallest_limit = 1 << (shift - 1)
@@ -263,8 +266,12 @@ class _RescaleSetup:
         if per_channel:
             multiplier = multiplier.reshape(-1).astype(np.int64)
             shift = shift.reshape(-1).astype(np.int64)
-            bounds = (int(multiplier.min()), int(multiplier.max()),
-                      int(shift.min()), int(shift.max()))
+            if channels <= _FEW_CHANNELS:  # Python's min/max on a list cost less here
+                multipliers, shifts = multiplier.tolist(), shift.tolist()
+                bounds = (min(multipliers), max(multipliers), min(shifts), max(shifts))
+            else:
+                bounds = (int(multiplier.min()), int(multiplier.max()),
+                          int(shift.min()), int(shift.max()))
         else:
             multiplier, shift = int(multiplier.reshape(-1)[0]), int(shift.reshape(-1)[0])
             bounds = (multiplier, multiplier, shift, shift)
@@ -272,7 +279,7 @@ class _RescaleSetup:
         if not (0 <= bounds[0] and bounds[1] <= largest and 2 <= bounds[2] and bounds[3] <= 62):
             return None  # a REQUIRE fails on every run: the kernel reports it
         return cls(op, in_bits, out_bits, multiplier, shift, in_zp, out_zp, bounds[1],
-                   bounds[2])
+                   bounds[2], bounds[3])
 
     def values_fit(self, value: np.ndarray) -> bool:
         """apply_scale_32's REQUIRE value in [-2^(shift-1), 2^(shift-1)), per channel."""
@@ -304,6 +311,11 @@ class _RescaleSetup:
             input_unsigned=self.input_unsigned, output_unsigned=self.output_unsigned)
         return np.reshape(result, np.shape(x)).astype(
             numpy_dtype(self.op.output_types[0].element))
+
+
+# Up to this many channels, RESCALE's set-up finds the parameter bounds with Python's
+# min/max on lists (fewer numpy calls on tiny arrays); past it, with numpy.
+_FEW_CHANNELS = 256
 
 
 def _extend(value: int, bits: int, unsigned: bool) -> int:
