@@ -64,20 +64,23 @@ def _declared_dims(ctx: KernelContext) -> tuple[int, ...] | None:
     return out.shape if isinstance(out, TensorType) else None
 
 
-def _sliding_size(ctx: KernelContext, what: str, numerator: int, stride: int,
+def _sliding_size(ctx: KernelContext, dimension: int, numerator: int, stride: int,
                   declared: int | None) -> int:
     """ERROR_IF(declared != idiv_check(numerator, stride) + 1): the output size is exact.
 
     (Messages are formatted only for a condition that holds: compiling a model
     checks thousands of these.)"""
     if numerator < 0:
-        ctx.error_if(True, f"{what}: the kernel does not fit the padded input")
+        ctx.error_if(True, f"spatial dimension {dimension}: the kernel does not fit the "
+                           "padded input")
     if numerator % stride != 0:
-        ctx.error_if(True, f"{what}: (input - 1 + pads - (kernel - 1) * dilation) = "
-                           f"{numerator} is not a multiple of the stride {stride}")
+        ctx.error_if(True, f"spatial dimension {dimension}: (input - 1 + pads - (kernel - 1)"
+                           f" * dilation) = {numerator} is not a multiple of the stride "
+                           f"{stride}")
     size = numerator // stride + 1
     if declared not in (None, DYNAMIC) and declared != size:
-        ctx.error_if(True, f"{what}: output size {declared} should be {size}")
+        ctx.error_if(True, f"spatial dimension {dimension}: output size {declared} should "
+                           f"be {size}")
     return size
 
 
@@ -115,8 +118,11 @@ def _centered(array: np.ndarray, zp: float, integer: bool) -> np.ndarray:
 
 
 def _max_abs(array: np.ndarray) -> int:
-    """max |x| of an integer array (min/max avoid an |x| temporary)."""
-    return max(-int(array.min()), int(array.max())) if array.size else 0
+    """max |x| of an integer array (min/max avoid an |x| temporary; a few hundred
+    values, such as a bias, cost less as a Python list)."""
+    if array.size <= 256:
+        return max(map(abs, array.reshape(-1).tolist()), default=0)
+    return max(-int(array.min()), int(array.max()))
 
 
 def _exact_dtype(terms: int, x_bound: int, w_bound: int) -> type:
@@ -155,7 +161,7 @@ def _finish(ctx: KernelContext, acc: np.ndarray, bias: np.ndarray, channels: int
 # Convolution engine shared by CONV2D and CONV3D
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Window:
     """Spatial geometry of a (dilated, strided) window per spatial dimension."""
 
@@ -190,7 +196,7 @@ def _window(ctx: KernelContext, spatial_in: Sequence[int], kernel: Sequence[int]
         ctx.error_if(True, f"dilation {list(dilation)} must be >= 1")
     pairs = tuple((pad[2 * i], pad[2 * i + 1]) for i in range(dims))
     out = tuple(
-        _sliding_size(ctx, f"spatial dimension {i}",
+        _sliding_size(ctx, i,
                       spatial_in[i] - 1 + sum(pairs[i]) - (kernel[i] - 1) * dilation[i],
                       stride[i], declared[i])
         for i in range(dims))
@@ -692,7 +698,7 @@ def rfft2d(ctx: KernelContext) -> list[np.ndarray]:
 # patch matrix past _PATCH_LIMIT are left to the kernel.
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _ConvSetup:
     window: _Window
     input_shape: tuple[int, ...]
@@ -719,8 +725,8 @@ def _conv_setup(op: StaticOp, weight_taps: int, weight_channels: int, channels: 
     integer = accumulation.integer
     if integer != in_element.is_integer or in_zp_array.size != 1 or w_zp_array.size != 1:
         return None
-    in_zp = in_zp_array.reshape(-1)[0].item()
-    w_zp = w_zp_array.reshape(-1)[0].item()
+    in_zp = in_zp_array.item(0)
+    w_zp = w_zp_array.item(0)
     if (in_element.name != "i8" and in_zp != 0) or (w_element.name != "i8" and w_zp != 0):
         return None
     kernel_hw = weight.shape[1:3] if op.op_name == "CONV2D" else weight.shape[0:2]
