@@ -79,6 +79,7 @@ def cases(rng: np.random.Generator) -> list[Case]:
     dw = i8(3, 3, 32, 1)
     a, b = i8(1, 512, 512), i8(1, 512, 512)
     zero8 = np.zeros(1, np.int8)
+    logits = rng.standard_normal((64, 1000)).astype(np.float32)
     return [
         Case("CONV2D i8 1x112x112x32 * 3x3x32x32", "CONV2D",
              [(x, "i8"), (w, "i8"), (np.zeros(32, np.int32), "i32"),
@@ -101,6 +102,11 @@ def cases(rng: np.random.Generator) -> list[Case]:
              [(a, "i8"), (b, "i8"), (np.array([3], np.int8), "i8"), (zero8, "i8")],
              ((1, 512, 512), "i32"), {},
              lambda: a.astype(np.float32) @ b.astype(np.float32)),
+        # A softmax's max over the classes (signed zeros and NaN modes as the spec's
+        # sequential fold gives them) against numpy's own max.
+        Case("REDUCE_MAX f32 64x1000, axis 1", "REDUCE_MAX", [(logits, "f32")],
+             ((64, 1), "f32"), {"axis": 1, "nan_mode": "PROPAGATE"},
+             lambda: np.max(logits, axis=1, keepdims=True)),
     ]
 
 
@@ -124,7 +130,7 @@ def main() -> None:
         ours = _best_of(lambda graph=graph, feeds=feeds: reference_model.run(graph, feeds),
                         args.repeat)
         baseline = _best_of(case.baseline, args.repeat)
-        print(f"{case.name:44} {ours * 1e3:9.1f} {baseline * 1e3:9.1f} {ours / baseline:6.1f}")
+        print(f"{case.name:44} {ours * 1e3:9.2f} {baseline * 1e3:9.2f} {ours / baseline:6.1f}")
 
 
 if __name__ == "__main__":
