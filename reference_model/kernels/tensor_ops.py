@@ -706,7 +706,9 @@ class _ConvSetup:
     in_zp: float
     integer: bool
     accumulation: _Accumulation
-    bias: np.ndarray                 # int64 (integers) or the output float type
+    # int64 (integers) or the output float type; integers without bias_check: out_t's
+    # dtype, as every acc + bias then fits it
+    bias: np.ndarray
     bias_check: bool                 # apply_add_s<out_t>(acc, bias) may leave out_t
     out_dtype: np.dtype
     out_bits: int
@@ -757,9 +759,10 @@ def _conv_setup(op: StaticOp, weight_taps: int, weight_channels: int, channels: 
         wc -= w_zp
     bias64 = numerics.as_int64(bias)
     largest = terms * x_bound * w_bound + (_max_abs(bias64) if bias64.size else 0)
-    return _ConvSetup(window, x_shape, work, in_zp, True, accumulation, bias64,
-                      largest > numerics.int_max(out_element.bits), out_dtype,
-                      out_element.bits), wc
+    bias_check = largest > numerics.int_max(out_element.bits)
+    return _ConvSetup(window, x_shape, work, in_zp, True, accumulation,
+                      bias64 if bias_check else bias64.astype(out_dtype), bias_check,
+                      out_dtype, out_element.bits), wc
 
 
 def _static_acc_type(op: StaticOp) -> ScalarType:
@@ -803,9 +806,15 @@ def _finish_prepared(op: StaticOp, setup: _ConvSetup, acc: np.ndarray,
         rounded = numerics.round_to_float(acc, setup.accumulation.acc_dtype)
         as_out = numerics.round_to_float(rounded.astype(np.float64), setup.out_dtype)
         return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
+    if not setup.bias_check:
+        # |acc| + |bias| <= largest fits out_t: both exact in its dtype, and so is the
+        # sum (no int64 pass). acc holds exact integers in any work dtype.
+        total = acc.astype(setup.out_dtype)
+        total += setup.bias
+        return [total]
     total = acc.astype(np.int64)
     total += setup.bias
-    if setup.bias_check and total.size and (
+    if total.size and (
             total.min() < numerics.int_min(setup.out_bits)
             or total.max() > numerics.int_max(setup.out_bits)):
         return op.run_kernel(operands)  # reports apply_add_s's REQUIRE
