@@ -469,3 +469,20 @@ def test_custom_op_cannot_execute():
         one("tosa.custom", [np.int8([1])], (1,), "i8",
             attrs={"operator_name": "frobnicate", "domain_name": "acme",
                    "implementation_attrs": ""})
+
+
+def test_erf_float64_is_libm_erf_to_a_few_ulps():
+    """The whole-array erf against Python's libm erf, over both of its regimes,
+    the boundary between them, tiny, huge and special values."""
+    from reference_model.kernels.activation import _erf64
+
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-7, 7, 20000), np.linspace(-6, 6, 4001),
+                        [2.0, np.nextafter(2.0, 0), -2.0, 1e-300, 5e-324, 30.0, -30.0]])
+    expected = np.array([math.erf(v) for v in x])
+    ours = _erf64(x)
+    assert np.all(np.abs(ours - expected) <= 8 * np.spacing(np.abs(expected)))
+    special = _erf64(np.array([0.0, -0.0, np.inf, -np.inf, np.nan]))
+    assert special[:4].tolist() == [0.0, 0.0, 1.0, -1.0] and np.isnan(special[4])
+    assert np.signbit(special).tolist()[:4] == [False, True, False, True]
+    assert _erf64(np.array(-0.5)).shape == ()
