@@ -28,49 +28,50 @@ otherwise (see below). Columns:
   wrong answer does not pass unnoticed. For MobileNetV2 every op's result is
   compared, in one extra untimed run with all of them as graph outputs.
 
-Measured on the project's 2-core machine (best of 15, other jobs running, one
-OpenBLAS thread):
+Measured on the project's 2-core machine (best of 10, quiet, one OpenBLAS
+thread; every row agreed, MobileNetV2 on every op's result, int8 bit for bit):
 
 | graph | ops | Arm ms | ours ms | ours / Arm | run only ms | run only / Arm | TFLite ms |
 | --- | --- | --- | --- | --- | --- | --- | --- |
-| CONV2D 1x64x64x32 -> 64, 3x3 (i8) | 5 | 72.3 | 3.3 | 0.05 | 2.4 | 0.03 | - |
-| MATMUL 256x256x256 (i8) | 3 | 22.2 | 0.9 | 0.04 | 0.6 | 0.03 | - |
-| CONV2D 1x64x64x32 -> 64, 3x3 (f32) | 5 | 246.5 | 7.3 | 0.03 | 6.8 | 0.03 | - |
-| MATMUL 256x256x256 (f32) | 3 | 16.2 | 1.1 | 0.07 | 0.9 | 0.05 | - |
-| attention_block_dynamic_range | 97 | 1.0 | 3.5 | 3.40 | 0.6 | 0.55 | 0.01 |
-| attention_block_float16 | 97 | 1.0 | 3.6 | 3.46 | 0.6 | 0.54 | 0.01 |
-| attention_block_float32 | 97 | 1.1 | 3.5 | 3.24 | 0.6 | 0.53 | 0.01 |
-| attention_block_int16x8 | 230 | 2.0 | 8.9 | 4.45 | 1.7 | 0.86 | 0.05 |
-| attention_block_int8 | 255 | 2.2 | 9.3 | 4.34 | 1.3 | 0.62 | 0.01 |
-| lstm_classifier_dynamic_range | 414 | 6.5 | 14.3 | 2.21 | 3.0 | 0.46 | 0.02 |
-| lstm_classifier_float16 | 414 | 6.7 | 13.8 | 2.05 | 3.1 | 0.45 | 0.02 |
-| lstm_classifier_float32 | 414 | 6.6 | 17.0 | 2.59 | 3.5 | 0.54 | 0.04 |
-| lstm_classifier_int8 | 809 | 30.9 | 31.7 | 1.03 | 7.3 | 0.24 | 0.18 |
-| mobilenet_tiny_dynamic_range | 107 | 7.6 | 6.6 | 0.87 | 2.2 | 0.29 | 0.05 |
-| mobilenet_tiny_float16 | 107 | 7.6 | 6.3 | 0.83 | 2.1 | 0.28 | 0.05 |
-| mobilenet_tiny_float32 | 107 | 7.5 | 6.6 | 0.88 | 2.4 | 0.32 | 0.05 |
-| mobilenet_tiny_int16x8 | 240 | 7.5 | 12.7 | 1.69 | 3.9 | 0.52 | 1.14 |
-| mobilenet_tiny_int8 | 269 | 7.2 | 13.6 | 1.89 | 2.6 | 0.36 | 0.03 |
-| MobileNetV2 224x224 float32 | 183 | 1146.9 | 151.6 | 0.13 | 129.5 | 0.11 | 7.3 |
-| MobileNetV2 224x224 int8 | 457 | 536.3 | 115.5 | 0.22 | 85.6 | 0.16 | 3.3 |
+| CONV2D 1x64x64x32 -> 64, 3x3 (i8) | 5 | 71.8 | 2.5 | 0.03 | 2.1 | 0.03 | - |
+| MATMUL 256x256x256 (i8) | 3 | 22.2 | 0.5 | 0.02 | 0.4 | 0.02 | - |
+| CONV2D 1x64x64x32 -> 64, 3x3 (f32) | 5 | 245.8 | 6.2 | 0.03 | 6.0 | 0.02 | - |
+| MATMUL 256x256x256 (f32) | 3 | 15.9 | 0.9 | 0.06 | 0.7 | 0.04 | - |
+| attention_block_dynamic_range | 97 | 1.0 | 2.8 | 2.79 | 0.5 | 0.49 | 0.01 |
+| attention_block_float16 | 97 | 1.1 | 2.9 | 2.65 | 0.5 | 0.46 | 0.01 |
+| attention_block_float32 | 97 | 1.1 | 2.9 | 2.75 | 0.5 | 0.46 | 0.01 |
+| attention_block_int16x8 | 230 | 2.1 | 7.2 | 3.41 | 1.0 | 0.46 | 0.05 |
+| attention_block_int8 | 255 | 2.2 | 8.0 | 3.68 | 1.2 | 0.56 | 0.01 |
+| lstm_classifier_dynamic_range | 414 | 6.5 | 11.4 | 1.76 | 1.6 | 0.25 | 0.02 |
+| lstm_classifier_float16 | 414 | 6.4 | 10.8 | 1.67 | 1.6 | 0.25 | 0.02 |
+| lstm_classifier_float32 | 414 | 6.5 | 11.0 | 1.69 | 1.6 | 0.25 | 0.02 |
+| lstm_classifier_int8 | 809 | 22.6 | 24.7 | 1.09 | 3.2 | 0.14 | 0.18 |
+| mobilenet_tiny_dynamic_range | 107 | 7.5 | 4.2 | 0.57 | 1.2 | 0.16 | 0.05 |
+| mobilenet_tiny_float16 | 107 | 7.4 | 4.3 | 0.58 | 1.2 | 0.16 | 0.05 |
+| mobilenet_tiny_float32 | 107 | 7.5 | 4.3 | 0.58 | 1.2 | 0.16 | 0.05 |
+| mobilenet_tiny_int16x8 | 240 | 7.7 | 9.1 | 1.18 | 2.0 | 0.26 | 1.14 |
+| mobilenet_tiny_int8 | 269 | 7.0 | 10.3 | 1.48 | 2.4 | 0.34 | 0.03 |
+| MobileNetV2 224x224 float32 | 183 | 1131.2 | 113.9 | 0.10 | 93.4 | 0.08 | 7.0 |
+| MobileNetV2 224x224 int8 | 457 | 524.0 | 96.9 | 0.18 | 77.8 | 0.15 | 3.2 |
 
-Every row agreed; on MobileNetV2 all 110 (float32) and 245 (int8) op results,
-the int8 ones bit for bit. ("ops" counts constants too.)
+("ops" counts constants too.) Large single ops: 16-50x faster than Arm. The
+real MobileNetV2, bytes to outputs like for like: 10x (float32) and 5.4x (int8)
+faster than Arm; there arithmetic dominates (reading and compiling cost about
+20 ms). TFLite's XNNPACK is still 13x (float32) and 25x (int8) faster than our
+compiled run. Once compiled, every graph runs in 0.02-0.56 of the time of
+Arm's load and run.
 
-Large single ops: 15-34x faster than Arm. The real MobileNetV2, bytes to
-outputs like for like: 7.6x (float32) and 4.6x (int8) faster than Arm; here
-arithmetic dominates, reading and compiling cost 20-30 ms. TFLite's XNNPACK
-is still 18x (float32) and 26x (int8) faster than our compiled run. Where our
-MobileNetV2 run goes (measured apart: each op's call timed inside the compiled
-run, best of 20):
-float32 (133 ms) CLAMP 50 ms over 35 ReLU6 clamps, DEPTHWISE_CONV2D 32,
-CONV2D 29, REDUCE_MAX 8 ms on a [1,1000] tensor; int8 (90 ms) RESCALE 46 ms
-over 101 rescales, CONV2D 17, DEPTHWISE_CONV2D 17, all else under 3 ms.
-The small zoo models, bytes to outputs: faster than Arm on the float flavours
-of mobilenet_tiny only (0.83-0.88); 1.0-4.5x slower on the others. There the
-time is our Python per op, not arithmetic (reading the flatbuffer into the IR and compiling
-the plan, several us per op), against Arm's total of about 8 us per op for
-small-tensor models (attention_block). Run only: 1.2-4x faster than Arm.
+Bytes to outputs on the small zoo models: faster than Arm on every float
+flavour of mobilenet_tiny (0.57-0.58), slower on its int8 (1.48) and int16x8
+(1.18) flavours, on lstm_classifier (1.09-1.76) and attention_block
+(2.65-3.68). There the time is our Python per op, not arithmetic. On
+mobilenet_tiny_int8 (about 10 ms): reading about 3 ms (11 us per op, of which
+131 are constants, plus about 3 us per tensor: building the IR), compiling
+about 3 ms (1.3 ms of it preparing RESCALE and convolutions, 8 us per op of
+generic set-up), running about 2.5 ms; Arm does all of it in about 26 us per
+op, and for tiny tensors (attention_block) in about 9 us. Closing that needs a
+plan built straight from the flatbuffer's records, without the general IR.
+
 With numpy's default two OpenBLAS threads, rows with a matrix product were
 10-30x slower at random on the shared machine (a BLAS thread waiting for a
 busy core: MATMUL 256^3 i8 took 0.55 or 15.9 ms, best of 10); one thread
