@@ -303,6 +303,38 @@ def test_conv2d_partial_sum_overflow_is_a_require_failure():
     assert out.item() == 131100 * 16384 - 100 * 16256
 
 
+def test_conv2d_bias_near_the_int32_limit():
+    # 1x1 conv, one channel: out = (x - 1) * 2 + bias with bias = 2^31 - 20. x = 10 gives
+    # 2^31 - 2, which fits; x = 11 gives 2^31, and apply_add_s<i32> REQUIREs the sum to fit.
+    w = np.array([2]).reshape(1, 1, 1, 1)
+    bias = [2**31 - 20]
+    out = run_both("CONV2D", conv2d_operands(np.array([10, -100]).reshape(1, 1, 2, 1), w, bias,
+                                             in_zp=1), [((1, 1, 2, 1), "i32")], conv_attrs())[0]
+    assert out.ravel().tolist() == [2**31 - 2, 2**31 - 20 - 202]
+    with pytest.raises(SpecRequire):
+        run_both("CONV2D", conv2d_operands(np.array([11, 0]).reshape(1, 1, 2, 1), w, bias,
+                                           in_zp=1), [((1, 1, 2, 1), "i32")], conv_attrs())
+
+
+@pytest.mark.parametrize("kernel, pad", [((1, 1), (0, 0, 0, 0)), ((2, 3), (0, 0, 0, 0)),
+                                         ((3, 3), (1, 1, 1, 1))])
+def test_conv2d_of_a_strided_input_array(kernel, pad):
+    # A graph input may be any numpy view (here every other column of a wider array):
+    # the result is the conv of its values, which Arm computes from a copy.
+    rng = np.random.default_rng(17)
+    wide = _random_int(rng, (1, 6, 12, 3), "i8").astype(np.int8)
+    w = _random_int(rng, (2, *kernel, 3), "i8")
+    out_h = 6 + pad[0] + pad[1] - kernel[0] + 1
+    out_w = 6 + pad[2] + pad[3] - kernel[1] + 1
+    operands = conv2d_operands(wide[:, :, :6], w, [3, -3], in_zp=-7)
+    operands[0] = (wide[:, :, ::2], "i8")
+    outputs = [((1, out_h, out_w, 2), "i32")]
+    attrs = conv_attrs(pad)
+    contiguous = [(np.ascontiguousarray(a), e) for a, e in operands]
+    assert_same(run_both("CONV2D", operands, outputs, attrs),
+                run_arm("CONV2D", contiguous, outputs, attrs))
+
+
 def test_conv2d_output_size_must_be_exact():
     # (5 - 1 - (2 - 1)) / 2 = 1.5: ERROR_IF, the legalization must slice first.
     x, w = np.zeros((1, 5, 5, 1)), np.zeros((1, 2, 2, 1))
@@ -531,6 +563,8 @@ CONV_CASES = [
     ("stride2_zp", (2, 7, 7, 2), 3, (3, 3), (1, 1, 1, 1), (2, 2), (1, 1), 17, -3),
     ("dilated_asym_pad", (1, 8, 6, 5), 2, (2, 3), (0, 1, 2, 0), (1, 1), (2, 2), -128, 127),
     ("1x1", (1, 4, 4, 8), 8, (1, 1), (0, 0, 0, 0), (1, 1), (1, 1), 0, 0),
+    ("1x1_zp", (2, 3, 5, 6), 4, (1, 1), (0, 0, 0, 0), (1, 1), (1, 1), -128, 3),
+    ("1x1_padded_stride2", (1, 5, 5, 4), 3, (1, 1), (0, 2, 1, 1), (2, 2), (1, 1), 77, 0),
 ]
 
 
@@ -558,6 +592,77 @@ def test_depthwise_conv2d_i8_matches_arm():
     attrs = conv_attrs((1, 1, 1, 1), (2, 2))
     assert_same(run_both("DEPTHWISE_CONV2D", operands, outputs, attrs),
                 run_arm("DEPTHWISE_CONV2D", operands, outputs, attrs))
+
+
+DEPTHWISE_CASES = [
+    # (name, input NHWC, multiplier, kernel, pad, stride, dilation, in_zp, w_zp)
+    ("3x3_same_m1", (1, 6, 6, 5), 1, (3, 3), (1, 1, 1, 1), (1, 1), (1, 1), -128, 0),
+    ("stride2_asym_m1", (1, 7, 8, 4), 1, (3, 3), (1, 1, 1, 0), (2, 2), (1, 1), 9, -4),
+    ("dilated_m3", (2, 7, 7, 2), 3, (2, 3), (1, 2, 1, 1), (1, 2), (2, 1), 127, 127),
+    ("unpadded_m1", (1, 5, 5, 3), 1, (3, 3), (0, 0, 0, 0), (1, 1), (1, 1), 0, 0),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=[c[0] for c in DEPTHWISE_CASES])
+def test_depthwise_conv2d_geometries_match_arm(case):
+    # The prepared integer form pads with input_zp and takes input_zp * sum(w) off the
+    # bias; zero points at the ends of the range and padding on every side test that.
+    _, shape, multiplier, kernel, pad, stride, dilation, in_zp, w_zp = case
+    rng = np.random.default_rng(13)
+    x = _random_int(rng, shape, "i8")
+    w = _random_int(rng, (*kernel, shape[3], multiplier), "i8")
+    channels = shape[3] * multiplier
+    out_h = (shape[1] - 1 + pad[0] + pad[1] - (kernel[0] - 1) * dilation[0]) // stride[0] + 1
+    out_w = (shape[2] - 1 + pad[2] + pad[3] - (kernel[1] - 1) * dilation[1]) // stride[1] + 1
+    operands = conv2d_operands(x, w, rng.integers(-5000, 5000, size=channels), in_zp, w_zp)
+    outputs = [((shape[0], out_h, out_w, channels), "i32")]
+    attrs = conv_attrs(pad, stride, dilation)
+    assert_same(run_both("DEPTHWISE_CONV2D", operands, outputs, attrs),
+                run_arm("DEPTHWISE_CONV2D", operands, outputs, attrs))
+
+
+def test_depthwise_conv2d_16x8_matches_arm():
+    rng = np.random.default_rng(14)
+    x = _random_int(rng, (1, 7, 7, 4), "i16")
+    w = _random_int(rng, (3, 3, 4, 1), "i8")
+    operands = conv2d_operands(x, w, rng.integers(-10**6, 10**6, size=4), 0, 5, el="i16",
+                               out_el="i48")
+    outputs = [((1, 4, 4, 4), "i48")]
+    attrs = conv_attrs((1, 1, 1, 1), (2, 2), acc="INT48")
+    assert_same(run_both("DEPTHWISE_CONV2D", operands, outputs, attrs),
+                run_arm("DEPTHWISE_CONV2D", operands, outputs, attrs))
+
+
+def test_depthwise_conv2d_f32_small_integers_match_arm():
+    # Small integer values: every sum is exact in fp32, so any accumulation order
+    # gives these bits; the prepared float form must also equal the kernel's.
+    rng = np.random.default_rng(15)
+    x = rng.integers(-20, 20, size=(1, 5, 6, 3)).astype(np.float32)
+    w = rng.integers(-20, 20, size=(3, 2, 3, 2)).astype(np.float32)
+    operands = conv2d_operands(x, w, [0.5, -1.5, 2.0, 0.0, -0.0, 3.25], el="f32", w_el="f32",
+                               out_el="f32")
+    outputs = [((1, 5, 4, 6), "f32")]
+    attrs = conv_attrs((1, 1, 1, 1), (1, 2), acc="FP32")
+    assert_same(run_both("DEPTHWISE_CONV2D", operands, outputs, attrs),
+                run_arm("DEPTHWISE_CONV2D", operands, outputs, attrs))
+
+
+def test_depthwise_conv2d_f32_random_prepared_equals_kernel():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((1, 6, 6, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 4, 2)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    out = run_both("DEPTHWISE_CONV2D",
+                   conv2d_operands(x, w, bias, el="f32", w_el="f32", out_el="f32"),
+                   [((1, 6, 6, 8), "f32")], conv_attrs((1, 1, 1, 1), acc="FP32"))[0]
+    # Output channel c*M + m = 2*2 + 1 at (2, 3): the taps' products (exact in float64)
+    # summed in tap order, rounded once to fp32, plus the bias in fp32.
+    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    acc = 0.0
+    for ky in range(3):
+        for kx in range(3):
+            acc += padded[0, 2 + ky, 3 + kx, 2] * np.float64(w[ky, kx, 2, 1])
+    assert out[0, 2, 3, 5] == np.float32(acc) + bias[5]
 
 
 @pytest.mark.parametrize("out_pad, stride", [((0, 0, 0, 0), (2, 2)), ((-1, 0, 1, -2), (2, 3)),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,7 @@ from reference_model.kernels import (
     kernel,
     prepared,
 )
+from tfl2tosa.errors import SpecErrorIf
 from tfl2tosa.ir.types import DYNAMIC, ScalarType, TensorType, numpy_dtype, scalar_type
 from tfl2tosa.tosa.ops import ACC_TYPE_ELEMENT
 
@@ -118,9 +119,9 @@ def _centered(array: np.ndarray, zp: float, integer: bool) -> np.ndarray:
 
 
 def _max_abs(array: np.ndarray) -> int:
-    """max |x| of an integer array (min/max avoid an |x| temporary; a few hundred
-    values, such as a bias, cost less as a Python list)."""
-    if array.size <= 256:
+    """max |x| of an integer array (min/max avoid an |x| temporary; a few dozen
+    values cost less as a Python list)."""
+    if array.size <= 32:
         return max(map(abs, array.reshape(-1).tolist()), default=0)
     return max(-int(array.min()), int(array.max()))
 
@@ -503,9 +504,10 @@ def prepare_matmul(op: StaticOp) -> Prepared | None:
 
 
 def _type_bound(element: ScalarType, zp: int) -> int:
-    """max |x - zp| over the values of an integer type."""
-    info = np.iinfo(numpy_dtype(element))
-    return max(int(info.max) - zp, zp - int(info.min))
+    """max |x - zp| over the values a signed integer type's array can hold (i4 by its
+    int8 storage)."""
+    half = 1 << (max(element.bits, 8) - 1)
+    return max(half - 1 - zp, zp + half)
 
 
 def _prepared_float_matmul(a_zp: float, b_zp: float, out_dtype: np.dtype) -> Prepared | None:
@@ -690,12 +692,18 @@ def rfft2d(ctx: KernelContext) -> list[np.ndarray]:
 #
 # A converted model's weights, bias and zero points are constants, and its
 # shapes are static, so everything but the input is known before a run: the
-# window, the centered weights as a matrix in the exact work dtype, and whether
-# any partial sum or the bias addition could leave int32. The work dtype and the
+# window, the weights as a matrix in the exact work dtype, and whether any
+# partial sum or the bias addition could leave out_t. The work dtype and the
 # partial-sum test use the input type's whole range (|x - zp| <= 255 for int8),
 # which bounds what the kernel computes from the data, so results are the
 # kernel's; cases that would need the exact partial-sum check, int64 work, or a
 # patch matrix past _PATCH_LIMIT are left to the kernel.
+#
+# Integer runs do not subtract input_zp from the data. The input is padded with
+# input_zp itself (so a padded position still contributes (zp - zp) * w = 0) and
+#   sum (x - zp) * w = sum x * w - zp * sum w,
+# so zp * sum w per output channel is taken off the bias once. |x| <= 2^(bits-1)
+# is within the |x - zp| bound, so the raw sums are exact in the same work dtype.
 
 
 @dataclass(slots=True)
@@ -706,74 +714,125 @@ class _ConvSetup:
     in_zp: float
     integer: bool
     accumulation: _Accumulation
-    # int64 (integers) or the output float type; integers without bias_check: out_t's
-    # dtype, as every acc + bias then fits it
+    # integers: bias - input_zp * (sum of the channel's centered weights), in out_t's
+    # dtype when no sum can leave it (bias_check False), else int64;
+    # floats: the bias in the output float type
     bias: np.ndarray
     bias_check: bool                 # apply_add_s<out_t>(acc, bias) may leave out_t
     out_dtype: np.dtype
     out_bits: int
 
 
-def _conv_setup(op: StaticOp, weight_taps: int, weight_channels: int, channels: int,
-                out_channels: int) -> tuple[_ConvSetup, np.ndarray] | None:
-    """Shared set-up; returns it with the centered weights (int64 or float64), or None."""
+class _Unlocated:
+    """error_if for geometry shared by ops: its errors only make a preparer give up
+    (the kernel then reports them with the op's location)."""
+
+    @staticmethod
+    def error_if(condition: bool, message: str) -> None:
+        if condition:
+            raise SpecErrorIf(message)
+
+
+@functools.lru_cache(maxsize=256)
+def _static_window(spatial_in: tuple[int, ...], kernel_hw: tuple[int, ...],
+                   pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+                   declared: tuple[int, ...]) -> _Window:
+    """_window for static facts, shared by the many ops of one geometry."""
+    return _window(_Unlocated, spatial_in, kernel_hw, pad, stride, dilation, declared)
+
+
+_ACCUMULATION_BY_NAME: dict[str, _Accumulation] = {}
+
+
+def _static_accumulation(op: StaticOp) -> _Accumulation:
+    acc_type = op.attrs.get("acc_type")
+    found = _ACCUMULATION_BY_NAME.get(acc_type)
+    if found is None:
+        op.error_if(acc_type not in ACC_TYPE_ELEMENT, f"unknown acc_type {acc_type!r}")
+        found = _ACCUMULATION_BY_NAME[acc_type] = _accumulation(
+            scalar_type(ACC_TYPE_ELEMENT[acc_type]))
+    return found
+
+
+def _exact_and_unchecked(terms: int, x_bound: int, w_bound: int, acc_bits: int) -> bool:
+    """Every partial sum exact in float64 or cheaper, and none can leave acc_t."""
+    return _exact_dtype(terms, x_bound, w_bound) is not np.int64 \
+        and not _needs_partial_sum_check(terms, x_bound, w_bound, acc_bits)
+
+
+def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
+                channels: int, weight_matrix: np.ndarray) -> tuple[_ConvSetup, np.ndarray] | None:
+    """Shared set-up, or None. weight_matrix: the stored weights as a [K, OC] view,
+    K the terms of one output channel's sum; returned centered in the work dtype,
+    in the view's memory layout (for floats the kernel's, so BLAS sums in its order)."""
     x_shape, out_shape = op.static_shape(0), op.static_shape(0, output=True)
-    weight, bias, in_zp_array, w_zp_array = op.constants[1:5]
-    if x_shape is None or out_shape is None or weight is None or bias is None \
-            or in_zp_array is None or w_zp_array is None or len(x_shape) != 4:
-        return None
-    in_element, w_element = op.element(0), op.element(1)
-    accumulation = _accumulation(_static_acc_type(op))
-    integer = accumulation.integer
-    if integer != in_element.is_integer or in_zp_array.size != 1 or w_zp_array.size != 1:
-        return None
-    in_zp = in_zp_array.item(0)
-    w_zp = w_zp_array.item(0)
-    if (in_element.name != "i8" and in_zp != 0) or (w_element.name != "i8" and w_zp != 0):
-        return None
-    kernel_hw = weight.shape[1:3] if op.op_name == "CONV2D" else weight.shape[0:2]
-    window = _window(op, x_shape[1:3], kernel_hw, op.attrs["pad"], op.attrs["stride"],
-                     op.attrs["dilation"], out_shape[1:3])
-    bias = np.asarray(bias).reshape(-1)
-    if bias.size not in (1, out_channels) or x_shape[3] != weight_channels \
+    bias, in_zp_array, w_zp_array = op.constants[2:5]
+    out_channels = weight_matrix.shape[1]
+    if x_shape is None or out_shape is None or bias is None or in_zp_array is None \
+            or w_zp_array is None or len(x_shape) != 4 or in_zp_array.size != 1 \
+            or w_zp_array.size != 1 or x_shape[3] != weight_channels \
             or out_shape[3] != out_channels:
         return None
+    bias = bias.reshape(-1)
+    if bias.size != out_channels and bias.size != 1:
+        return None
+    in_element, w_element = op.element(0), op.element(1)
+    accumulation = _static_accumulation(op)
+    integer = accumulation.integer
+    in_zp = in_zp_array.item(0)
+    w_zp = w_zp_array.item(0)
+    if integer != in_element.is_integer \
+            or (in_zp and in_element.name != "i8") or (w_zp and w_element.name != "i8"):
+        return None
+    window = _static_window(x_shape[1:3], kernel_hw, tuple(op.attrs["pad"]),
+                            tuple(op.attrs["stride"]), tuple(op.attrs["dilation"]),
+                            out_shape[1:3])
     out_element = op.element(0, output=True)
-    out_dtype = numpy_dtype(op.output_types[0].element)
-    terms = weight_taps * channels
+    out_dtype = numpy_dtype(out_element)
     if not integer:
+        # Float zero points are 0 (checked above): the weights as they are, in float64.
         return _ConvSetup(window, x_shape, np.float64, float(in_zp), False, accumulation,
                           bias.astype(out_dtype), False, out_dtype, 0), \
-            _centered(weight, w_zp, integer)
-    info = np.iinfo(numpy_dtype(in_element))
-    x_bound = max(info.max - in_zp, in_zp - info.min)
-    # max |w - w_zp| from the stored weights' extremes (no int64 copy of them).
-    w_bound = max(int(weight.max()) - w_zp, w_zp - int(weight.min())) if weight.size else 0
+            weight_matrix.astype(np.float64)
+    terms = kernel_hw[0] * kernel_hw[1] * channels
+    x_bound = _type_bound(in_element, in_zp)
+    # The weight type's range first: it settles the common cases without a pass
+    # over the weights; else the stored weights' extremes.
+    w_bound = _type_bound(w_element, w_zp)
+    acc_bits = accumulation.acc_bits
+    if _exact_dtype(terms, x_bound, w_bound) is not np.float32 \
+            or _needs_partial_sum_check(terms, x_bound, w_bound, acc_bits):
+        w_bound = max(int(weight_matrix.max()) - w_zp, w_zp - int(weight_matrix.min())) \
+            if weight_matrix.size else 0
+        if not _exact_and_unchecked(terms, x_bound, w_bound, acc_bits):
+            return None
     work = _exact_dtype(terms, x_bound, w_bound)
-    if work is np.int64 or _needs_partial_sum_check(terms, x_bound, w_bound,
-                                                    accumulation.acc_bits):
-        return None
     # Centered in the work dtype, which holds every |w - w_zp| <= w_bound exactly.
-    wc = weight.astype(work)
+    matrix = weight_matrix.astype(work)
     if w_zp:
-        wc -= w_zp
-    bias64 = numerics.as_int64(bias)
-    largest = terms * x_bound * w_bound + (_max_abs(bias64) if bias64.size else 0)
-    bias_check = largest > numerics.int_max(out_element.bits)
+        matrix -= w_zp
+    bias_bound = _max_abs(bias)
+    corrected = bias
+    if in_zp:
+        # Column sums by a product with ones (cheaper than a strided sum), exact:
+        # every partial sum is an integer of at most terms * w_bound, which the work
+        # dtype holds.
+        sums = np.ones(matrix.shape[0], work) @ matrix
+        corrected = bias.astype(np.int64) - in_zp * sums.astype(np.int64)
+    out_max = numerics.int_max(out_element.bits)
+    # The raw sum, the corrected bias and their total (acc + bias, the kernel's
+    # apply_add_s) all fit out_t: then one addition in its dtype gives the result.
+    fits = terms * x_bound * w_bound + bias_bound <= out_max \
+        and terms * (1 << (max(in_element.bits, 8) - 1)) * w_bound <= out_max \
+        and bias_bound + abs(in_zp) * terms * w_bound <= out_max
     return _ConvSetup(window, x_shape, work, in_zp, True, accumulation,
-                      bias64 if bias_check else bias64.astype(out_dtype), bias_check,
-                      out_dtype, out_element.bits), wc
-
-
-def _static_acc_type(op: StaticOp) -> ScalarType:
-    acc_type = op.attrs.get("acc_type")
-    op.error_if(acc_type not in ACC_TYPE_ELEMENT, f"unknown acc_type {acc_type!r}")
-    return scalar_type(ACC_TYPE_ELEMENT[acc_type])
+                      corrected.astype(out_dtype if fits else np.int64), not fits,
+                      out_dtype, out_element.bits), matrix
 
 
 def _padded_input(x: np.ndarray, setup: _ConvSetup) -> np.ndarray:
     """x - input_zp in the work dtype, zero-padded: a zeros array and one slice write
-    (np.pad costs more than the arithmetic on small tensors)."""
+    (np.pad costs more than the arithmetic on small tensors). Floats only."""
     (top, bottom), (left, right) = setup.window.pad
     if not (top or bottom or left or right):
         centered = x.astype(setup.work)
@@ -789,30 +848,60 @@ def _padded_input(x: np.ndarray, setup: _ConvSetup) -> np.ndarray:
     return padded
 
 
+def _raw_padded_input(x: np.ndarray, setup: _ConvSetup) -> np.ndarray:
+    """x padded with input_zp, in its own dtype (integers; x itself without padding)."""
+    (top, bottom), (left, right) = setup.window.pad
+    if not (top or bottom or left or right):
+        # _window_view reads the array's memory by its strides: make it one block.
+        return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    n, h, w, c = x.shape
+    if setup.in_zp:
+        padded = np.full((n, h + top + bottom, w + left + right, c), setup.in_zp, x.dtype)
+    else:
+        padded = np.zeros((n, h + top + bottom, w + left + right, c), x.dtype)
+    padded[:, top:top + h, left:left + w] = x
+    return padded
+
+
+def _window_view(padded: np.ndarray, window: _Window, taps_first: bool) -> np.ndarray:
+    """Every output's window as a strided view of the padded input (no copy):
+    [N, OH, OW, KH, KW, C], or [KH, KW, N, OH, OW, C] with taps_first."""
+    n_stride, h_stride, w_stride, c_stride = padded.strides
+    (kh, kw), (sy, sx), (dy, dx), (oh, ow) = (window.kernel, window.stride,
+                                              window.dilation, window.out)
+    positions = ((padded.shape[0], oh, ow), (n_stride, h_stride * sy, w_stride * sx))
+    taps = ((kh, kw), (h_stride * dy, w_stride * dx))
+    first, second = (taps, positions) if taps_first else (positions, taps)
+    return np.ndarray(first[0] + second[0] + (padded.shape[3],), padded.dtype, padded, 0,
+                      first[1] + second[1] + (c_stride,))
+
+
 _FLOAT32 = np.dtype(np.float32)
 
 
-def _finish_prepared(op: StaticOp, setup: _ConvSetup, acc: np.ndarray,
-                     operands: list[np.ndarray]) -> list[np.ndarray]:
-    if not setup.integer:
-        if setup.out_dtype == _FLOAT32 and setup.accumulation.acc_dtype == _FLOAT32:
-            # The general path below, for fp32: the float64 sum rounded once to fp32
-            # (rounding it again to the fp32 output changes nothing), then the bias
-            # added in fp32.
-            with np.errstate(all="ignore"):
-                rounded = acc.astype(np.float32)
-                rounded += setup.bias
-            return [rounded]
-        rounded = numerics.round_to_float(acc, setup.accumulation.acc_dtype)
-        as_out = numerics.round_to_float(rounded.astype(np.float64), setup.out_dtype)
-        return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
+def _finish_float(op: StaticOp, setup: _ConvSetup, acc: np.ndarray) -> list[np.ndarray]:
+    """The kernel's _finish for floats: acc rounded to acc_t, then out_t, plus bias."""
+    if setup.out_dtype == _FLOAT32 and setup.accumulation.acc_dtype == _FLOAT32:
+        # For fp32: the float64 sum rounded once to fp32 (rounding it again to the
+        # fp32 output changes nothing), then the bias added in fp32.
+        with np.errstate(all="ignore"):
+            rounded = acc.astype(np.float32)
+            rounded += setup.bias
+        return [rounded]
+    rounded = numerics.round_to_float(acc, setup.accumulation.acc_dtype)
+    as_out = numerics.round_to_float(rounded.astype(np.float64), setup.out_dtype)
+    return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
+
+
+def _finish_integer(op: StaticOp, setup: _ConvSetup, raw: np.ndarray,
+                    operands: list[np.ndarray]) -> list[np.ndarray]:
+    """The raw sum (exact integers in the work dtype) plus the corrected bias."""
     if not setup.bias_check:
-        # |acc| + |bias| <= largest fits out_t: both exact in its dtype, and so is the
-        # sum (no int64 pass). acc holds exact integers in any work dtype.
-        total = acc.astype(setup.out_dtype)
+        # Each part and the total fit out_t's dtype: one exact addition in it.
+        total = raw.astype(setup.out_dtype)
         total += setup.bias
         return [total]
-    total = acc.astype(np.int64)
+    total = raw.astype(np.int64)
     total += setup.bias
     if total.size and (
             total.min() < numerics.int_min(setup.out_bits)
@@ -827,66 +916,87 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
     weight = op.constants[1] if len(op.constants) > 1 else None
     if weight is None or weight.ndim != 4:
         return None
-    taps = weight.shape[1] * weight.shape[2]
-    found = _conv_setup(op, taps, weight.shape[3], weight.shape[3], weight.shape[0])
+    out_channels, kh, kw, channels = weight.shape
+    terms = kh * kw * channels
+    # [terms, OC]: the transposed view the kernel multiplies by.
+    found = _conv_setup(op, (kh, kw), channels, channels,
+                        weight.reshape(out_channels, terms).T)
     if found is None:
         return None
-    setup, wc = found
+    setup, matrix = found
     window = setup.window
-    n, channels = setup.input_shape[0], setup.input_shape[3]
-    out_channels = weight.shape[0]
-    terms = taps * channels
-    if n * math.prod(window.out) * terms > _PATCH_LIMIT:
+    n = setup.input_shape[0]
+    positions = n * window.out[0] * window.out[1]
+    if positions * terms > _PATCH_LIMIT:
         return None
-    # The kernel's own operand layout, so BLAS sums float products in the same order.
-    matrix = wc.astype(setup.work, copy=False).reshape(out_channels, terms).T
     out_shape = (n,) + window.out + (out_channels,)
-    direct = taps == 1 and window.stride == (1, 1)
-    tap_list = list(window.taps())
+    direct = kh == 1 and kw == 1 and window.stride == (1, 1) and window.pad == ((0, 0), (0, 0))
+    work = setup.work
+    if setup.integer:
+        def run_integer(operands: list[np.ndarray]) -> list[np.ndarray]:
+            x = operands[0]
+            if direct:
+                patches = x.reshape(positions, terms).astype(work)
+            else:
+                view = _window_view(_raw_padded_input(x, setup), window, False)
+                patches = view.astype(work, order="C").reshape(positions, terms)
+            return _finish_integer(op, setup, (patches @ matrix).reshape(out_shape), operands)
+        return run_integer
 
-    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+    def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
         padded = _padded_input(operands[0], setup)
-        if direct:
-            patches = padded
-        else:
-            patches = np.empty((n,) + window.out + (taps, channels), setup.work)
-            for i, tap in enumerate(tap_list):
-                patches[..., i, :] = window.tap_view(padded, tap)
-        acc = (patches.reshape(-1, terms) @ matrix).reshape(out_shape)
-        return _finish_prepared(op, setup, acc, operands)
-
-    return run
+        patches = padded if direct else _window_view(padded, window, False)
+        return _finish_float(op, setup, (patches.reshape(positions, terms) @ matrix)
+                             .reshape(out_shape))
+    return run_float
 
 
 @prepared("DEPTHWISE_CONV2D")
 def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
-    """DEPTHWISE_CONV2D with constant weights: one multiply-add per kernel tap."""
+    """DEPTHWISE_CONV2D with constant weights. Integers: the taps gathered once and
+    summed by one einsum (exact in any order); floats: one multiply-add per tap, in
+    the kernel's order."""
     weight = op.constants[1] if len(op.constants) > 1 else None
     if weight is None or weight.ndim != 4:
         return None
-    found = _conv_setup(op, weight.shape[0] * weight.shape[1], weight.shape[2], 1,
-                        weight.shape[2] * weight.shape[3])
+    kh, kw, channels, multiplier = weight.shape
+    taps = kh * kw
+    found = _conv_setup(op, (kh, kw), channels, 1, weight.reshape(taps, channels * multiplier))
     if found is None:
         return None
-    setup, wc = found
+    setup, matrix = found
     window = setup.window
-    channels, multiplier = weight.shape[2], weight.shape[3]
     out_shape = (setup.input_shape[0],) + window.out + (channels * multiplier,)
-    # Each tap's weights, shaped to broadcast over [N, OH, OW, C] (or [.., C, M]).
-    tap_weights = [(tap, wc[tap].astype(setup.work, copy=False).reshape(channels)
-                    if multiplier == 1 else wc[tap].astype(setup.work, copy=False))
-                   for tap in window.taps()]
+    if setup.integer:
+        positions = setup.input_shape[0] * window.out[0] * window.out[1]
+        work = setup.work
+        tap_weights = matrix.reshape(taps, channels, multiplier)
+        if multiplier == 1:
+            tap_weights, subscripts = tap_weights.reshape(taps, channels), "tpc,tc->pc"
+        else:
+            subscripts = "tpc,tcm->pcm"
 
-    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        def run_integer(operands: list[np.ndarray]) -> list[np.ndarray]:
+            view = _window_view(_raw_padded_input(operands[0], setup), window, True)
+            gathered = view.astype(work, order="C").reshape(taps, positions, channels)
+            raw = np.einsum(subscripts, gathered, tap_weights)
+            return _finish_integer(op, setup, raw.reshape(out_shape), operands)
+        return run_integer
+    tap_index = [(slice(None),) + tuple(_window_slice(t * d, o, s) for t, d, o, s in zip(
+        tap, window.dilation, window.out, window.stride)) + (slice(None),)
+        for tap in window.taps()]
+    tap_weights = [row if multiplier == 1 else row.reshape(channels, multiplier)
+                   for row in matrix]
+
+    def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
         padded = _padded_input(operands[0], setup)
         acc = None
-        for tap, weights in tap_weights:
-            view = window.tap_view(padded, tap)
+        for index, weights in zip(tap_index, tap_weights):
+            view = padded[index]
             term = view * weights if multiplier == 1 else view[..., None] * weights
             if acc is None:
                 acc = term
             else:
                 acc += term
-        return _finish_prepared(op, setup, acc.reshape(out_shape), operands)
-
-    return run
+        return _finish_float(op, setup, acc.reshape(out_shape))
+    return run_float
