@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 from test_ref_tensor_ops import assert_same, run_arm, run_ours, t
 
+from reference_model import numerics
+from reference_model.kernels import StaticOp, type_conversion
 from tfl2tosa.errors import SpecErrorIf, SpecRequire
+from tfl2tosa.ir import TensorType, scalar_type
+from tfl2tosa.ir.types import numpy_dtype
 
 
 def cast(values, source: str, target: str) -> np.ndarray:
@@ -278,3 +282,124 @@ def test_rescale_of_a_rank_0_tensor_stays_rank_0(as_const):
     operands = rescale_operands(np.int8(101), "i8", [1 << 30], [31], 0, 3, "i8")
     out = run_ours("RESCALE", operands, [((), "i8")], rescale_attrs(), as_const=as_const)[0]
     assert out.shape == () and out.dtype == np.int8 and int(out) == 54
+
+
+# ---------------------------------------------------------------------------
+# The prepared fast RESCALE at the edges of what it proves: parameters and values at
+# the ends of their ranges, checked against numerics.rescale (the pseudocode) and Arm.
+
+_EDGE_CASES = [
+    # (in, out, scale32, rounding, per_channel, output_unsigned)
+    ("i8", "i32", True, "SINGLE_ROUND", False, False),
+    ("i8", "i8", True, "DOUBLE_ROUND", True, False),
+    ("i8", "i8", True, "DOUBLE_ROUND", False, True),
+    ("i16", "i16", False, "SINGLE_ROUND", True, False),
+    ("i16", "i16", False, "SINGLE_ROUND", False, True),
+    ("i16", "i8", True, "DOUBLE_ROUND", False, True),
+    ("i32", "i8", True, "DOUBLE_ROUND", True, False),
+    ("i32", "i16", True, "DOUBLE_ROUND", False, False),
+    ("i32", "i32", True, "DOUBLE_ROUND", True, False),
+    ("i32", "i32", False, "SINGLE_ROUND", False, False),
+    ("i48", "i16", False, "SINGLE_ROUND", True, False),
+    ("i48", "i32", False, "SINGLE_ROUND", False, False),
+]
+_EDGE_IDS = ["{}_{}_{}_{}{}{}".format(c[0], c[1], "s32" if c[2] else "s16", c[3][0],
+                                      "_pc" if c[4] else "", "_outu" if c[5] else "")
+             for c in _EDGE_CASES]
+
+
+def _edge_case(rng: np.random.Generator, in_el: str, out_el: str, scale32: bool, mode: str,
+               per_channel: bool, out_u: bool):
+    """One RESCALE with parameters picked from the ends of their ranges, and inputs that
+    hold the input type's extremes (or, half the time, stay below 2^(shift-2) so that
+    apply_scale_32's value REQUIRE holds more often)."""
+    in_bits, channels = _BITS[in_el], 3 if per_channel else 1
+    largest = (1 << 31) - 1 if scale32 else (1 << 15) - 1
+    multiplier = rng.choice([0, 1, 1 << (30 if scale32 else 14), largest,
+                             int(rng.integers(0, largest + 1))], size=channels)
+    shift = rng.choice([2, 3, 15, 31, 32, 33, 47, 61, 62, int(rng.integers(2, 63))],
+                       size=channels)
+    low, high = -(1 << (in_bits - 1)), (1 << (in_bits - 1)) - 1
+    if rng.random() < 0.5:
+        bound = min(high, (1 << (int(shift.min()) - 2)) - 1)
+        low, high = -bound, bound
+    x = rng.integers(low, high, size=(2, 4, channels), endpoint=True)
+    x.reshape(-1)[:4] = [low, high, 0, -1 if low < 0 else 0]
+    in_zp = int(rng.choice([-128, 127, 0, int(rng.integers(-128, 128))])) \
+        if in_el == "i8" else 0
+    out_zp = 0
+    if out_el == "i8":
+        out_zp = int(rng.choice([-128, 127, 0, int(rng.integers(-128, 128))]))
+    elif out_el == "i16" and out_u:
+        out_zp = int(rng.choice([0, -32768]))  # u16 0 or 32768, stored as int16
+    operands = [t(x, in_el), t(multiplier, "i32" if scale32 else "i16"), t(shift, "i8"),
+                t([in_zp], in_el), t([out_zp], out_el)]
+    return operands, [(x.shape, out_el)], rescale_attrs(scale32, mode, per_channel, False,
+                                                        out_u)
+
+
+def _by_the_pseudocode(operands, outputs, attrs):
+    (x, in_el), (multiplier, _), (shift, _), (in_zp, _), (out_zp, out_el) = operands
+    result = numerics.rescale(
+        x, multiplier, shift, in_zp, out_zp, in_bits=_BITS[in_el], out_bits=_BITS[out_el],
+        scale32=attrs["scale32"], rounding_mode=attrs["rounding_mode"],
+        per_channel=attrs["per_channel"], output_unsigned=attrs["output_unsigned"])
+    return result.reshape(x.shape).astype(numpy_dtype(scalar_type(out_el)))
+
+
+def _takes_the_fast_form(operands, outputs, attrs) -> bool:
+    static = StaticOp("RESCALE", attrs, [TensorType(a.shape, scalar_type(e)) for a, e in operands],
+                      [TensorType(shape, scalar_type(e)) for shape, e in outputs],
+                      constants=[None] + [a for a, _ in operands[1:]])
+    return type_conversion._fast_rescale(static) is not None
+
+
+@pytest.mark.parametrize("case", _EDGE_CASES, ids=_EDGE_IDS)
+def test_prepared_rescale_follows_the_pseudocode_at_the_edges(case):
+    rng = np.random.default_rng(sum(map(ord, "".join(map(str, case)))))
+    fast = 0
+    for _ in range(60):
+        operands, outputs, attrs = _edge_case(rng, *case)
+        fast += _takes_the_fast_form(operands, outputs, attrs)
+        try:
+            expected = _by_the_pseudocode(operands, outputs, attrs)
+        except SpecRequire:
+            with pytest.raises(SpecRequire):
+                run_ours("RESCALE", operands, outputs, attrs, as_const=RESCALE_PARAMETERS)
+            continue
+        ours = run_ours("RESCALE", operands, outputs, attrs, as_const=RESCALE_PARAMETERS)[0]
+        assert ours.dtype == expected.dtype
+        np.testing.assert_array_equal(ours, expected)
+    assert fast >= 5  # each case above reaches the fast form
+
+
+@pytest.mark.parametrize("case", _EDGE_CASES, ids=_EDGE_IDS)
+def test_prepared_rescale_matches_arm_at_the_edges(case):
+    rng = np.random.default_rng(len(_EDGE_IDS[_EDGE_CASES.index(case)]))
+    compared = 0
+    while compared < 3:
+        operands, outputs, attrs = _edge_case(rng, *case)
+        try:
+            _by_the_pseudocode(operands, outputs, attrs)
+        except SpecRequire:
+            continue  # the result is unpredictable: nothing to compare
+        arm = run_arm("RESCALE", operands, outputs, attrs)
+        assert_same(run_ours("RESCALE", operands, outputs, attrs,
+                             as_const=RESCALE_PARAMETERS), arm)
+        compared += 1
+
+
+@pytest.mark.parametrize("as_const", [frozenset(), RESCALE_PARAMETERS], ids=["inputs", "consts"])
+def test_rescale_double_round_per_channel_at_the_int32_ends_by_hand(as_const):
+    # Channel 0: m = 2^31 - 1, shift 62: value * (2^31 - 1) / 2^62, about value / 2^31.
+    # INT32_MIN: (-2^31 * (2^31 - 1) + 2^61 - 2^30) >> 62 = (-2^62 + 2^61 + 2^31 - 2^30) >> 62
+    # = -1 (the numerator is in [-2^62, 0)); INT32_MAX: ((2^31 - 1)^2 + 2^61 + 2^30) >> 62
+    # = 1 (2^62 - 2^32 + 1 + 2^61 + 2^30 is in [2^62, 2^63)); -1: (-(2^31 - 1) + 2^61 - 2^30)
+    # >> 62 = 0.
+    # Channel 1: m = 2^30, shift 32: value / 4 rounded half away from zero: INT32_MIN / 4
+    # = -2^29, INT32_MAX / 4 = 2^29 - 0.25 -> 2^29, -1 / 4 -> 0.
+    x = [[-(1 << 31), -(1 << 31)], [(1 << 31) - 1, (1 << 31) - 1], [-1, -1]]
+    operands = rescale_operands(x, "i32", [(1 << 31) - 1, 1 << 30], [62, 32], 0, 0, "i32")
+    out = run_ours("RESCALE", operands, [((3, 2), "i32")],
+                   rescale_attrs(mode="DOUBLE_ROUND", per_channel=True), as_const=as_const)[0]
+    assert out.tolist() == [[-1, -(1 << 29)], [1, 1 << 29], [0, 0]]
