@@ -142,8 +142,8 @@ class Evaluator:
                 # ERROR_IF shows up.
                 failed = failed or exc
                 results = [_placeholder(check.value, failed) for check in step.results]
-            for check, array in zip(step.results, results):
-                slots[check.slot] = array
+            for slot, array in zip(step.result_slots, results):
+                slots[slot] = array
         return failed
 
     def _run_named_graph(self, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -48,12 +48,26 @@ class ResultCheck(NamedTuple):
     declared: tuple[int, ...] | None       # the declared shape (may hold DYNAMIC)
 
 
+# Per result: (numpy dtype, static shape, declared shape), as _type_facts gives.
+TypeFacts = tuple[np.dtype | None, tuple[int, ...] | None, tuple[int, ...] | None]
+
+
+class _Template(NamedTuple):
+    """What a step takes from its op's name and operand / result types alone, shared by
+    every op with the same name and types (they passed the type-mode check)."""
+
+    spec_name: str
+    input_types: list[Type]      # shared: kernels and preparers only read them
+    output_types: list[Type]
+    facts: tuple[TypeFacts, ...]  # per result
+    single: tuple[np.dtype, tuple[int, ...]] | None   # one result, static shape
+
+
 @dataclass(slots=True)
 class Step:
     op: Op
-    where: str
     operands: tuple[int, ...]
-    results: tuple[ResultCheck, ...]
+    result_slots: tuple[int, ...]
     call: StepCall                          # the registered kernel, unless prepared
     error: Exception | None = None          # found at compile time, raised when run
     # The prepared kernel, called on the operands alone (no variables, no graphs);
@@ -62,6 +76,28 @@ class Step:
     # (slot, dtype, shape) of a single result with a static shape: what a run checks
     # inline before the general check_results.
     single: tuple[int, np.dtype, tuple[int, ...]] | None = None
+    spec_name: str | None = None            # None until the op is known as a TOSA op
+    facts: tuple[TypeFacts, ...] | None = None   # per result, when the types are known
+    checks: tuple[ResultCheck, ...] | None = None   # made on first use
+
+    @property
+    def where(self) -> str:
+        """The op in messages (made only when one is needed)."""
+        op, name = self.op, self.spec_name
+        if name is None:
+            return f"{op.name} at {op.loc}" if op.loc else op.name
+        return f"{name} ({op.loc})" if op.loc else name
+
+    @property
+    def results(self) -> tuple[ResultCheck, ...]:
+        """What each result must be: the general check of the kernel's results."""
+        checks = self.checks
+        if checks is None:
+            facts = self.facts or tuple(_type_facts(v.type) for v in self.op.results)
+            checks = self.checks = tuple(
+                ResultCheck(slot, value, *value_facts) for slot, value, value_facts
+                in zip(self.result_slots, self.op.results, facts))
+        return checks
 
 
 @dataclass(slots=True)
@@ -84,16 +120,19 @@ def compile_graph(graph: Graph) -> GraphPlan:
     steps: list[Step] = []
     initial_values: dict[int, np.ndarray] = {}
     for op in graph.ops:
-        if op.name == "tosa.const" and _bind_constant(op, slot_of, initial_values):
+        name = op.name
+        if name == "tosa.const" and _bind_constant(op, slot_of, initial_values):
             continue
-        missing = [v for v in op.operands if id(v) not in slot_of] if op.operands else ()
-        for value in op.results:
+        operands = tuple([slot_of.get(id(v), -1) for v in op.operands])
+        results = op.results
+        for value in results:
             slot_of[id(value)] = len(slot_of)
-        folded = _fold_constant(op) if op.name in _CONSTANT_OPS else None
+        folded = _fold_constant(op) if name in _CONSTANT_OPS else None
         if folded is not None:
-            initial_values.update((slot_of[id(v)], array) for v, array in zip(op.results, folded))
+            initial_values.update((slot_of[id(v)], array) for v, array in zip(results, folded))
         else:
-            steps.append(_step(op, slot_of, missing, initial_values))
+            steps.append(_step(op, operands, tuple([slot_of[id(v)] for v in results]),
+                               initial_values))
     initial: list[Any] = [None] * len(slot_of)
     for slot, array in initial_values.items():
         initial[slot] = array
@@ -107,35 +146,66 @@ def compile_graph(graph: Graph) -> GraphPlan:
                      slot_of, output_error)
 
 
-def _step(op: Op, slot_of: dict[int, int], missing: Sequence[Value],
+def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
           constants: dict[int, np.ndarray]) -> Step:
-    where = f"{op.name} at {op.loc}" if op.loc else op.name
-    results = tuple(_result_check(slot_of[id(v)], v) for v in op.results)
-    operands = tuple(slot_of.get(id(v), -1) for v in op.operands)
-    step = Step(op, where, operands, results, _never)
-    if missing:
-        step.error = ReferenceModelError(f"{where} uses {missing[0].name!r}, which is not "
+    step = Step(op, operands, result_slots, _never)
+    if -1 in operands:
+        missing = next(v for v, slot in zip(op.operands, operands) if slot == -1)
+        step.error = ReferenceModelError(f"{step.where} uses {missing.name!r}, which is not "
                                          "defined earlier in its graph")
         return step
-    # One list of each per op, shared by the checks, the preparer and the kernel call.
+    key = (op.name, *[id(v.type) for v in op.operands], None,
+           *[id(v.type) for v in op.results])
+    known = _TEMPLATES.get(key)
+    if known is not None:
+        template = known[1]
+    else:
+        try:
+            template = _template(op, key)
+        except (ReferenceModelError, SpecErrorIf) as exc:
+            step.spec_name = _known_name(op)
+            step.error = exc
+            return step
+    spec_name = step.spec_name = template.spec_name
+    step.facts = template.facts
+    if template.single is not None:
+        step.single = (result_slots[0], *template.single)
+    preparer = PREPARERS.get(spec_name)
+    if preparer is not None:
+        step.prepared = _prepare(preparer, op, template,
+                                 [constants.get(slot) for slot in operands])
+    if step.prepared is None:
+        step.call = _generic_call(op, spec_name, template.input_types, template.output_types)
+    return step
+
+
+# Step templates by op name and the ids of its operand and result types (the reader
+# shares one type object per distinct type; a tuple of ints hashes in C). Each entry
+# holds its types, so their ids stay theirs while the entry exists.
+_TEMPLATES: dict[tuple, tuple[tuple[Type, ...], _Template]] = {}
+
+
+def _template(op: Op, key: tuple) -> _Template:
+    """Check the op's name and type mode (raising their errors) and describe it."""
+    spec_name = specification_name(op)
     input_types = [v.type for v in op.operands]
     output_types = [v.type for v in op.results]
-    try:
-        spec_name = specification_name(op)
-        step.where = f"{spec_name} ({op.loc})" if op.loc else spec_name
-        _check_type_mode_once(op, OPS[spec_name], input_types, output_types)
-    except (ReferenceModelError, SpecErrorIf) as exc:
-        step.error = exc
-        return step
-    if len(results) == 1 and results[0].dtype is not None \
-            and results[0].static_shape is not None:
-        check = results[0]
-        step.single = (check.slot, check.dtype, check.static_shape)
-    step.prepared = _prepare(op, spec_name, input_types, output_types,
-                             [constants.get(slot) for slot in operands])
-    if step.prepared is None:
-        step.call = _generic_call(op, spec_name, input_types, output_types)
-    return step
+    _check_type_mode_once(op, OPS[spec_name], input_types, output_types)
+    facts = tuple(_type_facts(t) for t in output_types)
+    single = None
+    if len(facts) == 1 and facts[0][0] is not None and facts[0][1] is not None:
+        single = (facts[0][0], facts[0][1])
+    template = _Template(spec_name, input_types, output_types, facts, single)
+    if len(_TEMPLATES) >= _SIGNATURE_LIMIT:
+        _TEMPLATES.clear()
+    _TEMPLATES[key] = ((*input_types, *output_types), template)
+    return template
+
+
+def _known_name(op: Op) -> str | None:
+    """The op's specification name when it has a kernel (what its messages name)."""
+    name = specification_name_or_none(op)
+    return name if name in KERNELS else None
 
 
 def _never(operands: list[np.ndarray], variables: dict[str, np.ndarray],
@@ -158,13 +228,10 @@ def _generic_call(op: Op, spec_name: str, input_types: list[Type],
     return call
 
 
-def _prepare(op: Op, spec_name: str, input_types: list[Type], output_types: list[Type],
+def _prepare(preparer: Callable[[StaticOp], Prepared | None], op: Op, template: _Template,
              constants: list[np.ndarray | None]) -> Prepared | None:
-    preparer = PREPARERS.get(spec_name)
-    if preparer is None:
-        return None
-    static = StaticOp(op_name=spec_name, attrs=op.attrs, input_types=input_types,
-                      output_types=output_types, loc=op.loc, constants=constants)
+    static = StaticOp(template.spec_name, op.attrs, template.input_types,
+                      template.output_types, op.loc, constants)
     try:
         return preparer(static)
     except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
@@ -255,10 +322,6 @@ def check_results(step: Step, results: list[np.ndarray]) -> list[np.ndarray]:
                               f"{list(array.shape)} but the graph declares {check.value.type}")
         checked.append(array)
     return checked
-
-
-def _result_check(slot: int, value: Value) -> ResultCheck:
-    return ResultCheck(slot, value, *_type_facts(value.type))
 
 
 # Per declared type: its numpy dtype, static shape and declared shape. Types are
