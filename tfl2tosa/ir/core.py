@@ -60,6 +60,27 @@ class Op:
         self.attrs: dict[str, Any] = dict(attrs or {})
         self.loc = loc
 
+    @classmethod
+    def assemble(cls, name: str, operands: list[Value], result_types: list[Type],
+                 result_names: list[str], attrs: dict[str, Any], loc: str = "") -> Op:
+        """An op from parts the caller vouches for: every operand is a Value and
+        `result_names` names every result. The op keeps `operands` and `attrs`
+        (no copies). For readers that build thousands of ops; `Op(...)` checks
+        its operands and copies its arguments."""
+        op = cls.__new__(cls)
+        op.name = name
+        op.operands = operands
+        for i, value in enumerate(operands):
+            value.uses.append((op, i))
+        if len(result_types) == 1:  # most ops
+            op.results = [Value(result_names[0], result_types[0], op)]
+        else:
+            op.results = [Value(result_name, result_type, op, i) for i, (result_name, result_type)
+                          in enumerate(zip(result_names, result_types))]
+        op.attrs = attrs
+        op.loc = loc
+        return op
+
     @property
     def dialect(self) -> str:
         return self.name.split(".", 1)[0]
@@ -136,9 +157,21 @@ class Graph:
         self.ops.append(op)
         return op
 
+    def extend(self, ops: Iterable[Op]) -> None:
+        """Append each op in turn (as `append` does)."""
+        for op in ops:
+            self._name_results(op)
+            self.ops.append(op)
+
     def _name_results(self, op: Op) -> None:
+        names = self._names
         for value in op.results:
-            value.name = self.unique_name(value.name or op.opname)
+            name = value.name
+            # unique_name's first case inline: most results already have a free name.
+            if name and name not in names:
+                names.add(name)
+            else:
+                value.name = self.unique_name(name or op.opname)
 
     def set_outputs(self, outputs: Iterable[Value]) -> None:
         self.outputs = list(outputs)

@@ -26,10 +26,11 @@ builder function.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from tfl2tosa.tosa import ops as tosa_ops
 from tfl2tosa.tosa.fbs import tosa_generated as fb
 from tfl2tosa.tosa.fbs.encoding import (
     ELEMENT_BY_DTYPE,
+    PLAIN_DTYPE_BY_DTYPE,
     decode_data,
     decode_data_from,
     decode_shape,
@@ -221,6 +223,40 @@ def _strings_at(data: bytes, field: int) -> list[str]:
     return names
 
 
+def _names_at(data: bytes, field: int, known: dict[int, str]) -> list[str]:
+    """_strings_at for tensor names: a string whose position `known` maps to its text
+    (a tensor's name, read with the tensor list) is not decoded again."""
+    start = field + _U32(data, field)[0]
+    count = _U32(data, start)[0]
+    if count == 1:  # most operators have one result, and many one operand
+        at = start + 4
+        at += _U32(data, at)[0]
+        name = known.get(at)
+        if name is None:
+            end = at + 4 + _U32(data, at)[0]
+            if end > len(data):
+                raise IndexError("string runs past the end of the buffer")
+            name = data[at + 4:end].decode("utf-8")
+        return [name]
+    if not count:
+        return []
+    start += 4
+    size = len(data)
+    names = []
+    # The vector holds one offset per string, each relative to its own position.
+    offsets = struct.unpack_from(f"<{_checked(count, data)}I", data, start)
+    for at, offset in zip(range(start, start + 4 * count, 4), offsets):
+        at += offset
+        name = known.get(at)
+        if name is None:
+            end = at + 4 + _U32(data, at)[0]
+            if end > size:
+                raise IndexError("string runs past the end of the buffer")
+            name = data[at + 4:end].decode("utf-8")
+        names.append(name)
+    return names
+
+
 def _text_at(data: bytes, field: int) -> str:
     """The string an offset field at `field` points to ("" if the field is absent)."""
     if not field:
@@ -282,7 +318,6 @@ def _slots(table: str, *fields: str) -> dict[str, int]:
 
 
 
-_OP_BY_ENUM = {d.fbs_op: d for d in tosa_ops.OPS.values()}
 _ENUM_NAMES = {
     kind: {v: k for k, v in vars(table).items() if not k.startswith("_")}
     for kind, table in (("acc_type", fb.DType), ("rounding_mode", fb.RoundingMode),
@@ -347,7 +382,13 @@ _LOCATION_TEXT_SLOT = _LOCATION["text"]
 _GRAPH_ATTRIBUTES = {d.mlir: tuple(a.name for a in d.attrs if a.type == "graph")
                      for d in tosa_ops.OPS.values() if any(a.type == "graph" for a in d.attrs)}
 
-_AttributeField = tuple[tosa_ops.Attr, int, Any]   # the attribute, its slot, its unpacker
+# How _BlockReader._attributes reads each kind of attribute field.
+_I32_FIELD, _BOOL_FIELD, _INTS_FIELD, _ENUM_FIELD, _OTHER_FIELD = range(5)
+_FIELD_CODES = {"i32": _I32_FIELD, "bool": _BOOL_FIELD, "i32[]": _INTS_FIELD,
+                **{kind: _ENUM_FIELD for kind in _ENUM_NAMES}}
+
+# The attribute, its vtable slot, its scalar unpacker, its _FIELD_CODES code.
+_AttributeField = tuple[tosa_ops.Attr, int, Any, int]
 _ATTRIBUTE_FIELDS: dict[str, tuple[int, tuple[_AttributeField, ...]]] = {}
 
 
@@ -360,20 +401,27 @@ def _attribute_fields(definition: tosa_ops.OpDef) -> tuple[int, tuple[_Attribute
         for attr in definition.attrs:
             if attr.fbs_field:
                 slot, stored = _slot(definition.fbs_attr, attr.fbs_field)
-                fields.append((attr, slot, _SCALARS.get(stored)))
+                fields.append((attr, slot, _SCALARS.get(stored),
+                               _FIELD_CODES.get(attr.type, _OTHER_FIELD)))
         found = _ATTRIBUTE_FIELDS[definition.name] = (
             getattr(fb.Attribute, definition.fbs_attr), tuple(fields))
     return found
 
 
-_TENSOR_TYPES: dict[tuple, TensorType] = {}
-_TENSOR_TYPE_LIMIT = 1 << 14
+# The operators whose results or attributes the reader builds in its own way.
+_GENERIC, _CONST, _CONST_SHAPE, _IDENTITY = range(4)
+_OPERATOR_KINDS = {"CONST": _CONST, "CONST_SHAPE": _CONST_SHAPE, "IDENTITY": _IDENTITY}
+# Flatbuffer Op enum -> (definition, IR op name, _OPERATOR_KINDS kind).
+_OP_BY_ENUM = {d.fbs_op: (d, d.mlir, _OPERATOR_KINDS.get(d.name, _GENERIC))
+               for d in tosa_ops.OPS.values()}
 
-
-class _TensorInfo(NamedTuple):
-    type: TensorType
-    data: tuple[int, int] | None    # (start, length) of the data vector in the file
-    variable_name: str | None
+# A tensor's type and, when its stored bytes are its values as they are (a static
+# int8/16/32, fp16 or fp32 tensor), how to view a constant's data: (numpy dtype,
+# element count, byte count, shape to give the flat view or None if it has it).
+_ConstantLayout = tuple[np.dtype, int, int, "tuple[int, ...] | None"]
+_TensorKind = tuple[TensorType, "_ConstantLayout | None"]
+_TENSOR_KINDS: dict[tuple, _TensorKind] = {}
+_TENSOR_KIND_LIMIT = 1 << 14
 
 
 class _Reader:
@@ -382,20 +430,28 @@ class _Reader:
         self.vtables: dict[int, tuple[int, ...]] = {}   # decoded vtables by position
         self.root = _Table(data, _U32(data, 0)[0], self.vtables)
         self.declared_variables: set[str] = set()
+        self.graph_references: list[Op] = []   # ops naming regions, in module order
 
     @staticmethod
-    def tensor_type(shape: tuple[int, ...] | None, dtype: int) -> TensorType:
+    def tensor_kind(shape: tuple[int, ...] | None, dtype: int) -> _TensorKind:
         """One TensorType per distinct shape and (valid) flatbuffer DType, shared by
         every file read (types are immutable, building one checks it, and the
         reference model's per-signature caches then find a model's types by
-        identity). Keyed by the DType number: hashing it is cheaper than hashing
-        the element type."""
+        identity), with its constant layout. Keyed by the DType number: hashing it
+        is cheaper than hashing the element type."""
         key = (shape, dtype)
-        found = _TENSOR_TYPES.get(key)
+        found = _TENSOR_KINDS.get(key)
         if found is None:
-            if len(_TENSOR_TYPES) >= _TENSOR_TYPE_LIMIT:
-                _TENSOR_TYPES.clear()
-            found = _TENSOR_TYPES[key] = TensorType(shape, ELEMENT_BY_DTYPE[dtype])
+            if len(_TENSOR_KINDS) >= _TENSOR_KIND_LIMIT:
+                _TENSOR_KINDS.clear()
+            tensor_type = TensorType(shape, ELEMENT_BY_DTYPE[dtype])
+            plain = PLAIN_DTYPE_BY_DTYPE.get(dtype)
+            layout = None
+            if plain is not None and tensor_type.is_static:
+                count = math.prod(tensor_type.shape)
+                layout = (plain, count, plain.itemsize * count,
+                          None if len(tensor_type.shape) == 1 else tensor_type.shape)
+            found = _TENSOR_KINDS[key] = (tensor_type, layout)
         return found
 
     def module(self) -> Module:
@@ -424,21 +480,32 @@ class _Reader:
         self._check_graph_references(module)
         return module
 
-    @staticmethod
-    def _check_graph_references(module: Module) -> None:
-        for _, op in module.ops():
-            for name in _GRAPH_ATTRIBUTES.get(op.name, ()):
+    def _check_graph_references(self, module: Module) -> None:
+        for op in self.graph_references:
+            for name in _GRAPH_ATTRIBUTES[op.name]:
                 if op.attrs.get(name) not in module.graphs:
                     raise TosaFileError(f"{op.name} names region {op.attrs.get(name)!r}, "
                                         "which the file does not have")
 
 
 class _BlockReader:
+    """One basic block: its tensor list, then its operators in order.
+
+    The tensor and operator loops read fields at positions worked out once per
+    vtable and spell out the small decoding steps inline: a model has hundreds
+    of each, and a helper call per field was most of the reading time.
+    """
+
     def __init__(self, reader: _Reader, name: str, block: Any) -> None:
         self.reader = reader
         self.block = block
         self.graph_ = Graph(name)
-        self.tensors: dict[str, _TensorInfo] = {}
+        self.tensors: dict[str, _TensorKind] = {}       # tensor name -> type, layout
+        self.spans: dict[str, tuple[int, int]] = {}     # tensor name -> (start, length) of data
+        self.variable_tensors: list[tuple[str, str]] = []   # (tensor, variable), file order
+        # Where each tensor's name string lies -> the name: writers that share
+        # strings (ours does) let operators' name vectors point at the same bytes.
+        self.name_at: dict[int, str] = {}
         self.shapes: dict[str, list[int]] = {}
         self.values: dict[str, Value] = {}
         self.variables: dict[str, str] = {}  # tensor name -> variable name
@@ -447,61 +514,66 @@ class _BlockReader:
         self._read_tensors()
         self._read_shapes()
         graph = self.graph_
-        for name, info in self.tensors.items():
-            if info.variable_name is not None:
-                if info.variable_name not in self.reader.declared_variables:
-                    self.reader.declared_variables.add(info.variable_name)
-                    graph.append(self._variable_op(info))
-                self.variables[name] = info.variable_name
+        for name, variable_name in self.variable_tensors:
+            if variable_name not in self.reader.declared_variables:
+                self.reader.declared_variables.add(variable_name)
+                graph.append(self._variable_op(name, variable_name))
+            self.variables[name] = variable_name
         for name in self.block.strings(_BLOCK["inputs"]):
-            self._define(name, graph.add_input(name, self._tensor(name).type))
-        data, layouts = self.block.data, {}
-        for pos in self.block.table_positions(_BLOCK["operators"]):
-            graph.append(self._operator(data, [
-                pos + offset if offset else 0
-                for offset in _field_offsets(data, pos, _OPERATOR_FIELDS, layouts)]))
+            self._define(name, graph.add_input(name, self._tensor(name)))
+        graph.extend(self._operators())
         graph.set_outputs(self._value(name) for name in self.block.strings(_BLOCK["outputs"]))
         return graph
 
     # -- tables of tensors and shapes
 
     def _read_tensors(self) -> None:
-        tensors, tensor_type = self.tensors, self.reader.tensor_type
+        tensors, spans, name_at = self.tensors, self.spans, self.name_at
         data = self.block.data
+        size = len(data)
+        tensor_kinds, tensor_kind = _TENSOR_KINDS, self.reader.tensor_kind
         layouts: dict[int, tuple[int, ...]] = {}
         for pos in self.block.table_positions(_BLOCK["tensors"]):
-            (name_at, offset_at, size_at, type_at, shape_at, unranked_at, data_at,
-             variable_at, variable_name_at) = [
-                pos + offset if offset else 0
-                for offset in _field_offsets(data, pos, _TENSOR_FIELDS, layouts)]
-            if name_at:  # _text_at and _ints_at inline: one tensor after another
-                at = name_at + _U32(data, name_at)[0]
+            layout = layouts.get(pos - _I32(data, pos)[0])
+            if layout is None:
+                layout = _field_offsets(data, pos, _TENSOR_FIELDS, layouts)
+            (name_field, offset_field, size_field, type_field, shape_field, unranked_field,
+             data_field, variable_field, variable_name_field) = layout
+            if name_field:
+                at = pos + name_field
+                at += _U32(data, at)[0]
                 end = at + 4 + _U32(data, at)[0]
-                if end > len(data):
+                if end > size:
                     raise IndexError("string runs past the end of the buffer")
-                name = data[at + 4:end].decode("utf-8")
+                name = name_at[at] = data[at + 4:end].decode("utf-8")
             else:
                 name = ""
             if name in tensors:
                 raise TosaFileError(f"tensor {name!r} is listed twice")
-            if (offset_at and _U64(data, offset_at)[0] > 1) \
-                    or (size_at and _U64(data, size_at)[0] > 0):
+            if (offset_field and _U64(data, pos + offset_field)[0] > 1) \
+                    or (size_field and _U64(data, pos + size_field)[0] > 0):
                 raise TosaFileError(f"tensor {name!r} keeps its data outside the flatbuffer "
                                     "(files over 2 GB are not supported)")
-            dtype = _U32(data, type_at)[0] if type_at else 0
+            dtype = _U32(data, pos + type_field)[0] if type_field else 0
             if dtype not in ELEMENT_BY_DTYPE:
                 raise TosaFileError(f"tensor {name!r} has DType {dtype}, not a TOSA 1.0 type")
-            if shape_at:
-                at = shape_at + _U32(data, shape_at)[0]
+            if shape_field:
+                at = pos + shape_field
+                at += _U32(data, at)[0]
                 shape = struct.unpack_from(f"<{_checked(_U32(data, at)[0], data)}i", data, at + 4)
             else:
                 shape = ()
-            if unranked_at and _U8(data, unranked_at)[0]:
+            if unranked_field and _U8(data, pos + unranked_field)[0]:
                 shape = None
-            span = _bytes_span_at(data, data_at)
-            variable = (_text_at(data, variable_name_at)
-                        if variable_at and _U8(data, variable_at)[0] else None)
-            tensors[name] = _TensorInfo(tensor_type(shape, dtype), span, variable)
+            if data_field:
+                span = _bytes_span_at(data, pos + data_field)
+                if span is not None:
+                    spans[name] = span
+            if variable_field and _U8(data, pos + variable_field)[0]:
+                self.variable_tensors.append(
+                    (name, _text_at(data, pos + variable_name_field if variable_name_field
+                                    else 0)))
+            tensors[name] = tensor_kinds.get((shape, dtype)) or tensor_kind(shape, dtype)
 
     def _read_shapes(self) -> None:
         for s in self.block.tables(_BLOCK["shapes"]):
@@ -510,16 +582,16 @@ class _BlockReader:
             self.shapes[name] = decode_shape(raw if raw is not None else np.zeros(0, np.uint8),
                                              s.scalar(_SHAPE["rank"], _U32))
 
-    def _tensor(self, name: str) -> _TensorInfo:
+    def _tensor(self, name: str) -> TensorType:
         try:
-            return self.tensors[name]
+            return self.tensors[name][0]
         except KeyError:
             raise TosaFileError(f"{self.graph_.name}: {name!r} is not in the tensor list") from None
 
     def _type(self, name: str) -> Type:
         if name in self.shapes:
             return ShapeType(len(self.shapes[name]))
-        return self._tensor(name).type
+        return self._tensor(name)
 
     def _define(self, name: str, value: Value) -> None:
         if name in self.values:
@@ -535,86 +607,150 @@ class _BlockReader:
 
     # -- operators
 
-    def _operator(self, data: bytes, positions: list[int]) -> Op:
-        """The op of the operator table whose _OPERATOR_FIELDS are at `positions`."""
-        op_at, inputs_at, outputs_at, location_at, attribute_type_at, attribute_at = positions
-        op_enum = _U32(data, op_at)[0] if op_at else 0
-        definition = _OP_BY_ENUM.get(op_enum)
-        if definition is None:
-            raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
-        inputs = _strings_at(data, inputs_at)
-        outputs = _strings_at(data, outputs_at)
-        loc = _text_in_table_at(data, location_at, _LOCATION_TEXT_SLOT, self.reader.vtables)
-        name = definition.name
-        if name == "IDENTITY" and (set(inputs) | set(outputs)) & set(self.variables):
-            return self._variable_access(inputs, outputs, loc)
-        attrs = self._attributes(attribute_type_at, attribute_at, definition, inputs, outputs)
-        values, shapes, tensors = self.values, self.shapes, self.tensors
-        try:
-            operands = [values[n] for n in inputs]
-            result_types = [tensors[n].type if n not in shapes else ShapeType(len(shapes[n]))
-                            for n in outputs]
-        except KeyError:  # the same checks one name at a time, for the error message
-            operands = [self._value(n) for n in inputs]
-            result_types = [self._type(n) for n in outputs]
-        op = Op(definition.mlir, operands, result_types, attrs, result_names=outputs, loc=loc)
-        for name, value in zip(outputs, op.results):
-            if name in values:
-                raise TosaFileError(f"{self.graph_.name}: {name!r} is defined twice")
-            values[name] = value
-        return op
+    def _operators(self) -> list[Op]:
+        """The block's operators as ops, in file order."""
+        data = self.block.data
+        size = len(data)
+        values, shapes, tensors, name_at = self.values, self.shapes, self.tensors, self.name_at
+        spans = self.spans
+        vtables = self.reader.vtables
+        graph_references = self.reader.graph_references
+        assemble = Op.assemble
+        layouts: dict[int, tuple[int, ...]] = {}
+        text_fields: dict[int, int] = {}  # OpLocation vtable -> its text field's offset
+        ops = []
+        for pos in self.block.table_positions(_BLOCK["operators"]):
+            layout = layouts.get(pos - _I32(data, pos)[0])
+            if layout is None:
+                layout = _field_offsets(data, pos, _OPERATOR_FIELDS, layouts)
+            (op_field, inputs_field, outputs_field, location_field, attribute_type_field,
+             attribute_field) = layout
+            op_enum = _U32(data, pos + op_field)[0] if op_field else 0
+            recipe = _OP_BY_ENUM.get(op_enum)
+            if recipe is None:
+                raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
+            definition, op_name, kind = recipe
+            inputs = _names_at(data, pos + inputs_field, name_at) if inputs_field else []
+            outputs = _names_at(data, pos + outputs_field, name_at) if outputs_field else []
+            loc = ""
+            if location_field:  # the text of the OpLocation table the field points to
+                at = pos + location_field
+                at += _U32(data, at)[0]
+                text_field = text_fields.get(at - _I32(data, at)[0])
+                if text_field is None:
+                    offsets = _vtable_offsets(data, at, vtables)
+                    text_field = text_fields[at - _I32(data, at)[0]] = (
+                        offsets[_LOCATION_TEXT_SLOT] if _LOCATION_TEXT_SLOT < len(offsets)
+                        else 0)
+                if text_field:
+                    at += text_field
+                    at += _U32(data, at)[0]
+                    end = at + 4 + _U32(data, at)[0]
+                    if end > size:
+                        raise IndexError("string runs past the end of the buffer")
+                    loc = data[at + 4:end].decode("utf-8")
+            if kind == _CONST:
+                # A plainly stored constant viewed in place; anything else (and every
+                # error) by the general path.
+                name = outputs[0] if outputs else None
+                layout = tensors[name][1] if name in tensors else None
+                span = spans.get(name)
+                if layout is not None and span is not None and span[1] >= layout[2]:
+                    constant = np.frombuffer(data, layout[0], layout[1], span[0])
+                    if layout[3] is not None:
+                        constant = constant.reshape(layout[3])
+                else:
+                    constant = self._constant(outputs)
+                attrs = {"values": constant}
+            elif kind == _CONST_SHAPE:
+                if outputs[0] not in shapes:
+                    raise TosaFileError(f"CONST_SHAPE output {outputs[0]!r} is not in shapes[]")
+                attrs = {"values": list(shapes[outputs[0]])}
+            elif kind == _IDENTITY and (set(inputs) | set(outputs)) & set(self.variables):
+                ops.append(self._variable_access(inputs, outputs, loc))
+                continue
+            else:
+                attrs = self._attributes(data, pos, attribute_type_field, attribute_field,
+                                         definition, inputs)
+            try:
+                operands = [values[n] for n in inputs]
+                result_types = ([tensors[n][0] for n in outputs] if not shapes else
+                                [tensors[n][0] if n not in shapes else ShapeType(len(shapes[n]))
+                                 for n in outputs])
+            except KeyError:  # the same checks one name at a time, for the error message
+                operands = [self._value(n) for n in inputs]
+                result_types = [self._type(n) for n in outputs]
+            op = assemble(op_name, operands, result_types, outputs, attrs, loc)
+            for name, value in zip(outputs, op.results):
+                if name in values:
+                    raise TosaFileError(f"{self.graph_.name}: {name!r} is defined twice")
+                values[name] = value
+            if op_name in _GRAPH_ATTRIBUTES:
+                graph_references.append(op)
+            ops.append(op)
+        return ops
 
-    def _attributes(self, attribute_type_at: int, attribute_at: int,
-                    definition: tosa_ops.OpDef, inputs: list[str],
-                    outputs: list[str]) -> dict[str, Any]:
-        if definition.name == "CONST":
-            info = self._tensor(outputs[0])
-            if not info.type.is_static:
-                raise TosaFileError(f"constant {outputs[0]!r} has no static shape")
-            return {"values": self._decode(info)}
-        if definition.name == "CONST_SHAPE":
-            if outputs[0] not in self.shapes:
-                raise TosaFileError(f"CONST_SHAPE output {outputs[0]!r} is not in shapes[]")
-            return {"values": list(self.shapes[outputs[0]])}
+    def _constant(self, outputs: list[str]) -> np.ndarray:
+        name = outputs[0]
+        tensor_type = self._tensor(name)
+        if not tensor_type.is_static:
+            raise TosaFileError(f"constant {name!r} has no static shape")
+        return self._decode(name, tensor_type)
+
+    def _attributes(self, data: bytes, pos: int, attribute_type_field: int,
+                    attribute_field: int, definition: tosa_ops.OpDef,
+                    inputs: list[str]) -> dict[str, Any]:
         expected, fields = _attribute_fields(definition)
         if not fields:
             return {}
-        data = self.block.data
-        attribute_type = _U8(data, attribute_type_at)[0] if attribute_type_at else 0
-        table = (_Table(data, attribute_at + _U32(data, attribute_at)[0], self.reader.vtables)
-                 if attribute_at else None)
-        if attribute_type != expected or table is None:
+        attribute_type = _U8(data, pos + attribute_type_field)[0] if attribute_type_field else 0
+        if attribute_field:
+            at = pos + attribute_field
+            at += _U32(data, at)[0]
+            offsets = _vtable_offsets(data, at, self.reader.vtables)
+        if attribute_type != expected or not attribute_field:
             raise TosaFileError(f"{definition.name} carries attribute type "
                                 f"{attribute_type}, expected {expected}")
+        count = len(offsets)
         attrs: dict[str, Any] = {}
-        for attr, slot, unpack in fields:
-            value = self._attribute(table, attr, slot, unpack, inputs)
-            if value is not None:
-                attrs[attr.name] = value
+        for attr, slot, unpack, code in fields:
+            offset = offsets[slot] if slot < count else 0
+            if code == _I32_FIELD:
+                attrs[attr.name] = unpack(data, at + offset)[0] if offset else 0
+            elif code == _BOOL_FIELD:
+                attrs[attr.name] = bool(unpack(data, at + offset)[0]) if offset else False
+            elif code == _INTS_FIELD:
+                if offset:
+                    field = at + offset
+                    field += _U32(data, field)[0]
+                    attrs[attr.name] = list(struct.unpack_from(
+                        f"<{_checked(_U32(data, field)[0], data)}i", data, field + 4))
+            elif code == _ENUM_FIELD:
+                raw = unpack(data, at + offset)[0] if offset else 0
+                if raw == 0:  # absent / UNKNOWN: the specification's default, if any
+                    value = attr.default
+                else:
+                    value = _ENUM_NAMES[attr.type].get(raw)
+                    if value is None:
+                        raise TosaFileError(f"{attr.name} = {raw} is not a valid {attr.type}")
+                if value is not None:
+                    attrs[attr.name] = value
+            else:
+                value = self._attribute(_Table(data, at, self.reader.vtables), attr, slot,
+                                        inputs)
+                if value is not None:
+                    attrs[attr.name] = value
         return attrs
 
-    def _attribute(self, table: _Table, attr: tosa_ops.Attr, slot: int, unpack: Any,
+    def _attribute(self, table: _Table, attr: tosa_ops.Attr, slot: int,
                    inputs: list[str]) -> Any:
+        """An attribute of the kinds _attributes does not read inline."""
         kind = attr.type
-        if kind == "i32":
-            return int(table.scalar(slot, unpack))
-        if kind == "bool":
-            return bool(table.scalar(slot, unpack))
-        if kind == "i32[]":
-            return table.ints(slot)
-        if kind in _ENUM_NAMES:
-            raw = table.scalar(slot, unpack)
-            if raw == 0:  # absent / UNKNOWN: the specification's default, if any
-                return attr.default
-            try:
-                return _ENUM_NAMES[kind][raw]
-            except KeyError:
-                raise TosaFileError(f"{attr.name} = {raw} is not a valid {kind}") from None
         if kind == "value":
             raw = table.array(slot, "u1")
             if raw is None:
                 return None
-            element = self._tensor(inputs[0]).type.element
+            element = self._tensor(inputs[0]).element
             return decode_data(raw, element, (1,))[0].item()
         if kind in ("string", "graph"):
             # A [ubyte] vector and a string are stored alike: a length and the bytes.
@@ -622,22 +758,23 @@ class _BlockReader:
             return None if raw is None else raw.decode("utf-8")
         raise TosaFileError(f"attribute {attr.name} of type {kind} cannot be read")
 
-    def _decode(self, info: _TensorInfo) -> np.ndarray:
+    def _decode(self, name: str, tensor_type: TensorType) -> np.ndarray:
         """A tensor's stored values (none stored: an empty byte vector)."""
-        element, shape = info.type.element, info.type.shape
-        if info.data is None:
+        element, shape = tensor_type.element, tensor_type.shape
+        span = self.spans.get(name)
+        if span is None:
             return decode_data(np.zeros(0, np.uint8), element, shape)
-        start, length = info.data
-        return decode_data_from(self.block.data, start, length, element, shape)
+        return decode_data_from(self.block.data, span[0], span[1], element, shape)
 
     # -- variables
 
-    def _variable_op(self, info: _TensorInfo) -> Op:
-        attrs: dict[str, Any] = {"name": info.variable_name,
-                                 "var_shape": list(info.type.shape or ()),
-                                 "type": info.type.element.name}
-        if info.data is not None:
-            attrs["initial_value"] = self._decode(info)
+    def _variable_op(self, name: str, variable_name: str) -> Op:
+        tensor_type = self.tensors[name][0]
+        attrs: dict[str, Any] = {"name": variable_name,
+                                 "var_shape": list(tensor_type.shape or ()),
+                                 "type": tensor_type.element.name}
+        if name in self.spans:
+            attrs["initial_value"] = self._decode(name, tensor_type)
         return Op("tosa.variable", [], [], attrs)
 
     def _variable_access(self, inputs: list[str], outputs: list[str], loc: str) -> Op:

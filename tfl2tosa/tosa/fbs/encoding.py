@@ -45,6 +45,12 @@ _ITEM_SIZE = {DType.BOOL: 1, DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DTyp
 # Little-endian numpy dtype of the stored bytes, for the types numpy holds natively.
 _STORED = {DType.INT8: "<i1", DType.INT16: "<i2", DType.INT32: "<i4", DType.FP32: "<f4",
            DType.FP16: "<f2"}
+# DType -> the numpy dtype its stored bytes are when they are the values as they are
+# (stored little-endian in the element type's own numpy dtype): decoding is a view.
+PLAIN_DTYPE_BY_DTYPE: dict[int, np.dtype] = {
+    dtype: np.dtype(stored) for dtype, stored in _STORED.items()
+    if np.dtype(stored) == numpy_dtype(ELEMENT_BY_DTYPE[dtype])
+}
 
 
 def dtype_of(element: ElementType) -> int:
