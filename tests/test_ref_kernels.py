@@ -90,6 +90,34 @@ def test_sub_i32_underflow_is_a_require_failure():
         one("tosa.sub", [i32(-2**31), i32(1)], (1,), "i32")
 
 
+_INT32_CORNERS = [-2**31, -2**31 + 1, -2**30, -1, 0, 1, 2**30, 2**31 - 2, 2**31 - 1]
+
+
+@pytest.mark.parametrize("name, fn", [("tosa.add", lambda x, y: x + y),
+                                      ("tosa.sub", lambda x, y: x - y)])
+def test_add_sub_i32_overflow_by_every_pair_of_corner_values(name, fn):
+    # apply_add_s / apply_sub_s: the exact result, REQUIRE it fits int32.
+    for x in _INT32_CORNERS:
+        for y in _INT32_CORNERS:
+            exact = fn(x, y)
+            if -2**31 <= exact <= 2**31 - 1:
+                assert one(name, [i32(x), i32(y)], (1,), "i32").tolist() == [exact], (x, y)
+            else:
+                with pytest.raises(SpecRequire, match="apply_"):
+                    one(name, [i32(x), i32(y)], (1,), "i32")
+
+
+def test_add_sub_i32_broadcast_both_ways():
+    a = np.array([[2**31 - 10], [-5]], np.int32)
+    b = np.array([[3, -7, 9]], np.int32)
+    assert one("tosa.add", [a, b], (2, 3), "i32").tolist() == [
+        [2**31 - 7, 2**31 - 17, 2**31 - 1], [-2, -12, 4]]
+    assert one("tosa.sub", [a, b], (2, 3), "i32").tolist() == [
+        [2**31 - 13, 2**31 - 3, 2**31 - 19], [-8, 2, -14]]
+    with pytest.raises(SpecRequire):  # 2^31 - 10 + 10 overflows in one element
+        one("tosa.add", [a, np.array([[3, 10, 9]], np.int32)], (2, 3), "i32")
+
+
 def test_add_f16_rounds_ties_to_even():
     # 2049 and 2051 lie halfway between fp16 neighbours (spacing 2 above 2048).
     a = np.array([2048, 2050], dtype=np.float16)
@@ -128,6 +156,109 @@ def test_mul_shift_on_i8_inputs_is_a_require_failure():
     # REQUIRE(is_same<in_t,int32_t>() || shift == 0)
     with pytest.raises(SpecRequire, match="shift"):
         one("tosa.mul", [np.int8([3]), np.int8([4]), np.int8([2])], (1,), "i32")
+
+
+def run_with_constants(name: str, inputs: list, constant: set[int],
+                       out: tuple[tuple[int, ...], str], attrs: dict | None = None
+                       ) -> np.ndarray:
+    """Run one op with the operands at `constant` positions as tosa.const ops (what a
+    converted model has, and what the plan's prepared kernels decode once)."""
+    graph = Graph("main")
+    operands, feeds = [], []
+    for position, array in enumerate(np.asarray(a) for a in inputs):
+        if position in constant:
+            operands.append(graph.append(Op("tosa.const", [], [tensor_type(array)],
+                                            {"values": array})).result)
+        else:
+            operands.append(graph.add_input(f"in{position}", tensor_type(array)))
+            feeds.append(array)
+    op = graph.append(Op(name, operands, [TensorType(out[0], scalar_type(out[1]))],
+                         attrs or {}, loc="test.py:1"))
+    graph.set_outputs(op.results)
+    return list(reference_model.run(graph, feeds).values())[0]
+
+
+def _shifted_product(a: int, b: int, shift: int) -> int:
+    """MUL's pseudocode for int32 with a shift: round half up, then shift (Python ints)."""
+    if shift == 0:
+        return (a * b + 2**31) % 2**32 - 2**31
+    return (a * b + (1 << (shift - 1))) >> shift
+
+
+@pytest.mark.parametrize("shift", [0, 1, 15, 31, 40, 62, 63])
+def test_mul_i32_by_a_constant_shift(shift):
+    # Magnitudes below 2^((31 + shift) / 2 - 1) keep every shifted product inside int32
+    # (shift 0 wraps, so any values); row 0 holds the type's extremes where they fit.
+    rng = np.random.default_rng(shift)
+    limit = 2**31 if shift in (0, 62, 63) else 2**((31 + shift) // 2 - 1)
+    a = rng.integers(-limit, limit, size=(3, 4)).astype(np.int32)
+    b = rng.integers(-limit, limit, size=(1, 4)).astype(np.int32)
+    if limit == 2**31:
+        a[0, :2] = b[0, :2] = [-2**31, 2**31 - 1]
+    expected = [[_shifted_product(int(x), int(y), shift) for x, y in zip(row, b[0])]
+                for row in a]
+    result = run_with_constants("tosa.mul", [a, b, np.int8([shift])], {2}, ((3, 4), "i32"))
+    assert result.dtype == np.int32 and result.tolist() == expected
+
+
+@pytest.mark.parametrize("shift", [1, 31])
+def test_mul_i32_constant_shift_result_out_of_range_is_a_require_failure(shift):
+    # (-2^31)^2 >> 31 = 2^31 does not fit int32, nor (2^31 - 1)^2 >> 1.
+    a = i32(3, -2**31, 2**31 - 1)
+    with pytest.raises(SpecRequire, match="MUL"):
+        run_with_constants("tosa.mul", [a, a, np.int8([shift])], {2}, ((3,), "i32"))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_mul_narrow_by_a_constant_zero_shift(dtype):
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min, info.max, -3], dtype)
+    b = np.array([info.min, info.max, info.max, 5], dtype)
+    result = run_with_constants("tosa.mul", [a, b, np.int8([0])], {2}, ((4,), "i32"))
+    assert result.dtype == np.int32
+    assert result.tolist() == [int(x) * int(y) for x, y in zip(a, b)]
+
+
+def _right_shift(x: int, n: int, rounding: bool) -> int:
+    """ARITHMETIC_RIGHT_SHIFT's pseudocode on Python ints: floor(x / 2^n), plus bit n-1."""
+    return (x >> n) + (((x >> (n - 1)) & 1) if rounding and n > 0 else 0)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+@pytest.mark.parametrize("rounding", [False, True])
+def test_arithmetic_right_shift_by_one_constant_amount(dtype, rounding):
+    info = np.iinfo(dtype)
+    bits = info.bits
+    x = np.array([[info.min, info.max, -1, 0, 1, -5, 5, info.min + 1, info.max - 1, -6]],
+                 dtype)
+    for n in range(bits):
+        result = run_with_constants("tosa.arithmetic_right_shift",
+                                    [x, np.full((1, 1), n, dtype)], {1},
+                                    ((1, 10), ELEMENT_OF_DTYPE[np.dtype(dtype)]),
+                                    {"round": rounding})
+        assert result.dtype == dtype
+        assert result.tolist() == [[_right_shift(int(v), n, rounding) for v in x[0]]], n
+
+
+def test_arithmetic_right_shift_constant_amounts_broadcast_over_x():
+    # x [1, 1] against three equal amounts [1, 3]: the result has the amounts' shape.
+    x = i32(-7).reshape(1, 1)
+    result = run_with_constants("tosa.arithmetic_right_shift", [x, np.full((1, 3), 1, np.int32)],
+                                {1}, ((1, 3), "i32"), {"round": True})
+    assert result.tolist() == [[-3, -3, -3]]
+
+
+def test_arithmetic_right_shift_constant_amount_past_the_width_is_a_require_failure():
+    with pytest.raises(SpecRequire, match="shift"):
+        run_with_constants("tosa.arithmetic_right_shift", [i32(1, 2), i32(32)], {1},
+                           ((2,), "i32"), {"round": False})
+
+
+def test_table_i8_constant_table_indexes_by_value_plus_128():
+    table = ((np.arange(256) * 7) % 256 - 128).astype(np.int8)  # table[i] = 7i mod 256 - 128
+    x = np.arange(-128, 128, dtype=np.int8)
+    result = run_with_constants("tosa.table", [x, table], {1}, ((256,), "i8"))
+    assert result.tolist() == [(7 * (v + 128)) % 256 - 128 for v in range(-128, 128)]
 
 
 def test_intdiv_truncates_toward_zero():

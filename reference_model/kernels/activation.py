@@ -6,6 +6,7 @@ an fp64 reference: they are computed in float64 and rounded to the format.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -124,21 +125,34 @@ def prepare_clamp(op: StaticOp) -> Prepared | None:
     if element is None:
         return None
     dtype = numpy_dtype(element)
-    if dtype in _NUMPY_FLOATS:
-        return _prepare_float_clamp(op, dtype)
     if not element.is_integer:
-        return None
+        return _prepare_float_clamp(op, dtype) if dtype in _NUMPY_FLOATS else None
     low, high = int(op.attrs["min_val"]), int(op.attrs["max_val"])
-    info = np.iinfo(dtype)
-    if not (info.min <= low <= high <= info.max):
+    smallest, largest = _integer_range(dtype)
+    if not (smallest <= low <= high <= largest):
         return None
 
+    # np.clip's own ufunc, called directly (np.clip's Python wrapper costs more than
+    # the clipping on small tensors), with bounds of the array's dtype.
+    low_value, high_value = dtype.type(low), dtype.type(high)
+
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
-        return [np.clip(operands[0], low, high).astype(dtype, copy=False)]
+        return [np.asarray(_CLIP(operands[0], low_value, high_value))]
     return run
 
 
 _NUMPY_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+@functools.lru_cache(maxsize=16)
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+try:  # the ufunc np.clip ends in (numpy 2.x); np.clip itself elsewhere
+    from numpy._core.umath import clip as _CLIP
+except ImportError:  # pragma: no cover
+    _CLIP = np.clip
 
 
 def _prepare_float_clamp(op: StaticOp, dtype: np.dtype) -> Prepared | None:

@@ -197,72 +197,117 @@ def table(ctx: KernelContext) -> list[np.ndarray]:
 def static_broadcast(op: StaticOp) -> bool:
     """True if every operand and the result have static shapes that the specification's
     broadcast_shape accepts and that give the declared result shape."""
-    shapes = [op.static_shape(i) for i in range(2)]
+    a, b = op.static_shape(0), op.static_shape(1)
     out = op.static_shape(0, output=True)
-    if out is None or any(s is None or len(s) != len(out) for s in shapes):
+    if out is None or a is None or b is None:
         return False
-    return all(all(d in (1, o) for d, o in zip(s, out)) for s in shapes) and all(
-        max(dims) == o
-        for *dims, o in zip(*shapes, out))
+    if a == out and b == out:
+        return True
+    if len(a) != len(out) or len(b) != len(out):
+        return False
+    for a_dim, b_dim, out_dim in zip(a, b, out):
+        # Each dim is the result's or 1, and one of them is the result's.
+        if (a_dim != out_dim and a_dim != 1) or (b_dim != out_dim and b_dim != 1) \
+                or max(a_dim, b_dim) != out_dim:
+            return False
+    return True
 
 
 _FLOAT32 = np.dtype(np.float32)
+_INT32 = np.dtype(np.int32)
 _INT32_RANGE = (numerics.int_min(32), numerics.int_max(32))
+# ufunc reductions over a flat view: cheaper than ndarray.min / max on small arrays.
+_SMALLEST, _LARGEST = np.minimum.reduce, np.maximum.reduce
+
+
+def outside_range(values: np.ndarray, low: int, high: int) -> bool:
+    """True if some element of an integer array is below `low` or above `high`."""
+    flat = values.reshape(-1)
+    return flat.size > 0 and (_SMALLEST(flat) < low or _LARGEST(flat) > high)
 
 
 @prepared("ADD", "SUB")
 def prepare_add_sub(op: StaticOp) -> Prepared | None:
     """fp32: numpy's own (correctly rounded) float32 arithmetic, which is what
-    float_compute computes for fp32. int32: exact int64 sum, REQUIRE checked by min/max."""
+    float_compute computes for fp32. int32: the sum modulo 2^32, and a test for
+    overflow (apply_add_s / apply_sub_s REQUIRE the exact result to fit)."""
     if not static_broadcast(op):
         return None
-    fn = np.add if op.op_name == "ADD" else np.subtract
     dtype = numpy_dtype(op.input_types[0].element)
     if dtype == _FLOAT32:
+        fn = np.add if op.op_name == "ADD" else np.subtract
+
         def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
             with np.errstate(all="ignore"):
                 return [fn(operands[0], operands[1])]
         return run_float
-    if dtype != np.int32:
+    if dtype != _INT32 or 0 in op.static_shape(0, output=True):
         return None
-    low, high = _INT32_RANGE
+    if op.op_name == "ADD":
+        def run_add(operands: list[np.ndarray]) -> list[np.ndarray]:
+            # Two's complement: a + b overflowed iff a and b have one sign and the
+            # wrapped sum the other, i.e. iff (a ^ r) & (b ^ r) is negative.
+            a, b = operands
+            result = np.add(a, b)
+            overflow = a ^ result
+            overflow &= b ^ result
+            if _SMALLEST(overflow.reshape(-1)) < 0:
+                return op.run_kernel(operands)  # reports apply_add_s's REQUIRE
+            return [result]
+        return run_add
 
-    def run_int(operands: list[np.ndarray]) -> list[np.ndarray]:
-        result = fn(operands[0].astype(np.int64), operands[1])
-        if result.size and (result.min() < low or result.max() > high):
-            return op.run_kernel(operands)  # reports apply_add_s / apply_sub_s
-        return [result.astype(np.int32)]
-    return run_int
+    def run_sub(operands: list[np.ndarray]) -> list[np.ndarray]:
+        # a - b overflowed iff a and b have different signs and the wrapped
+        # difference has b's, i.e. iff (a ^ b) & (a ^ r) is negative.
+        a, b = operands
+        result = np.subtract(a, b)
+        overflow = a ^ b
+        overflow &= a ^ result
+        if _SMALLEST(overflow.reshape(-1)) < 0:
+            return op.run_kernel(operands)  # reports apply_sub_s's REQUIRE
+        return [result]
+    return run_sub
 
 
 @prepared("MUL")
 def prepare_mul(op: StaticOp) -> Prepared | None:
     """Constant shift. fp32 as ADD; i8/i16 products are exact in int32; i32 with shift 0
-    keeps the product's low 32 bits (astype wraps), with a shift it is mul_with_shift."""
+    keeps the product's low 32 bits, which int32 multiplication (modulo 2^32) gives;
+    with a shift, the rounded shifted int64 product, REQUIRE checked by min/max."""
     if not static_broadcast(op) or len(op.constants) < 3 or op.constants[2] is None:
         return None
-    shift = int(np.asarray(op.constants[2]).reshape(-1)[0])
+    shift = int(op.constants[2].reshape(-1)[0])
     dtype = numpy_dtype(op.input_types[0].element)
-    if not 0 <= shift <= 63 or (shift and dtype != np.int32):
+    if not 0 <= shift <= 63 or (shift and dtype != _INT32):
         return None  # a REQUIRE fails: the kernel reports it
     if dtype == _FLOAT32:
         def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
             with np.errstate(all="ignore"):
                 return [np.multiply(operands[0], operands[1])]
         return run_float
-    if dtype in (np.int8, np.int16):
+    if dtype == np.int8 or dtype == np.int16:
         def run_narrow(operands: list[np.ndarray]) -> list[np.ndarray]:
             return [np.multiply(operands[0], operands[1], dtype=np.int32)]
         return run_narrow
-    if dtype != np.int32:
+    if dtype != _INT32:
         return None
     if shift == 0:
         def run_wrapping(operands: list[np.ndarray]) -> list[np.ndarray]:
-            return [np.multiply(operands[0], operands[1], dtype=np.int64).astype(np.int32)]
+            return [np.multiply(operands[0], operands[1])]
         return run_wrapping
+    if shift == 63:
+        return None  # product + 2^62 may leave int64: the kernel's uint64 path
+    rounding = 1 << (shift - 1)
+    low, high = _INT32_RANGE
 
     def run_shifted(operands: list[np.ndarray]) -> list[np.ndarray]:
-        return [numerics.mul_with_shift(operands[0], operands[1], shift).astype(np.int32)]
+        # |a * b| <= 2^62 and rounding <= 2^61: the sum stays inside int64.
+        product = np.multiply(operands[0], operands[1], dtype=np.int64)
+        product += rounding
+        product >>= shift
+        if outside_range(product, low, high):
+            return op.run_kernel(operands)  # reports the result REQUIRE
+        return [product.astype(np.int32)]
     return run_shifted
 
 
@@ -289,10 +334,15 @@ def prepare_arithmetic_right_shift(op: StaticOp) -> Prepared | None:
             or not static_broadcast(op):
         return None
     dtype = numpy_dtype(element)
-    n = numerics.as_int64(shift)
-    if n.size and (n.min() < 0 or n.max() > _bits(dtype) - 1):
-        return None  # the REQUIRE fails on every run: the kernel reports it
     rounding = bool(op.attrs.get("round", False))
+    amounts = shift.reshape(-1)
+    if amounts.size <= 64 and op.static_shape(0) == op.static_shape(0, output=True):
+        listed = amounts.tolist()
+        if listed and min(listed) == max(listed):
+            return _uniform_right_shift(listed[0], dtype, element.bits, rounding)
+    n = numerics.as_int64(shift)
+    if n.size and (n.min() < 0 or n.max() > element.bits - 1):
+        return None  # the REQUIRE fails on every run: the kernel reports it
     # The first bit shifted out is (x >> (n - 1)) & 1, added where n > 0.
     first_out_shift = np.maximum(n - 1, 0)
     rounds = n > 0
@@ -306,6 +356,33 @@ def prepare_arithmetic_right_shift(op: StaticOp) -> Prepared | None:
     return run
 
 
+def _uniform_right_shift(amount: int, dtype: np.dtype, bits: int, rounding: bool
+                         ) -> Prepared | None:
+    """One shift amount for every element (the result has x's shape), in x's own dtype:
+    x >> n, plus the first bit shifted out, (x >> (n - 1)) & 1, with rounding. The sum
+    fits: for n >= 1, |x >> n| <= 2^(bits-2)."""
+    if not 0 <= amount <= bits - 1:
+        return None  # the REQUIRE fails on every run: the kernel reports it
+    if not rounding or amount == 0:
+        def run_plain(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [operands[0] >> amount]
+        return run_plain
+    first_out = amount - 1
+
+    def run_rounded(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x = operands[0]
+        result = x >> amount
+        bit = x >> first_out
+        bit &= 1
+        result += bit
+        return [result]
+    return run_rounded
+
+
+# Table index x + 128 of the int8 value whose byte is b: (b ^ 0x80).
+_BYTE_ORDER = np.arange(256) ^ 0x80
+
+
 @prepared("TABLE")
 def prepare_table(op: StaticOp) -> Prepared | None:
     """Constant table. int8: one lookup through the stored byte (index x + 128 is the
@@ -316,7 +393,7 @@ def prepare_table(op: StaticOp) -> Prepared | None:
         return None
     element = op.element(0)
     if element.name == "i8" and lookup.shape == (256,):
-        by_byte = numerics.as_int64(lookup)[np.arange(256) ^ 0x80].astype(np.int8)
+        by_byte = lookup[_BYTE_ORDER].astype(np.int8)
 
         def run_i8(operands: list[np.ndarray]) -> list[np.ndarray]:
             return [by_byte[operands[0].view(np.uint8)]]
