@@ -121,6 +121,25 @@ def test_errors_found_while_compiling_are_raised_when_the_op_runs():
         compiled.run([np.int8([1])])
 
 
+def test_ops_of_one_signature_are_named_by_their_own_location():
+    # Both INTDIVs share a name and types (one step template); a failing REQUIRE
+    # (INTDIV's divisor != 0) must still name the op that failed, by its location.
+    graph = Graph("main")
+    x, y, z = (graph.add_input(name, TensorType((2,), I32)) for name in "xyz")
+    first = graph.append(Op("tosa.intdiv", [x, y], [TensorType((2,), I32)], loc="first"))
+    second = graph.append(Op("tosa.intdiv", [first.result, z], [TensorType((2,), I32)],
+                             loc="second"))
+    graph.set_outputs([second.result])
+    compiled = reference_model.compile(graph)
+    # 7 / 2 = 3, 3 / 3 = 1; -7 / 2 = -3 (toward zero), -3 / 3 = -1.
+    assert compiled.run([np.int32([7, -7]), np.int32([2, 2]),
+                         np.int32([3, 3])])[second.result.name].tolist() == [1, -1]
+    with pytest.raises(SpecRequire, match=r"^INTDIV \(second\)"):
+        compiled.run([np.int32([7, -7]), np.int32([2, 2]), np.int32([3, 0])])
+    with pytest.raises(SpecRequire, match=r"^INTDIV \(first\)"):
+        compiled.run([np.int32([7, -7]), np.int32([0, 2]), np.int32([3, 3])])
+
+
 def test_an_empty_module_cannot_be_compiled():
     with pytest.raises(ReferenceModelError, match="no graphs"):
         reference_model.compile(Module())
