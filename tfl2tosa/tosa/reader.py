@@ -55,6 +55,8 @@ _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _SCALARS = {"Bool": _U8, "Uint8": _U8, "Int32": _I32, "Uint32": _U32, "Uint64": _U64}
+# Readers of a vector of n int32 (a shape or an attribute list), for small n.
+_INT_VECTORS = [struct.Struct(f"<{n}i").unpack_from for n in range(9)]
 
 
 class _Table:
@@ -383,16 +385,38 @@ _GRAPH_ATTRIBUTES = {d.mlir: tuple(a.name for a in d.attrs if a.type == "graph")
                      for d in tosa_ops.OPS.values() if any(a.type == "graph" for a in d.attrs)}
 
 # How _BlockReader._attributes reads each kind of attribute field.
-_I32_FIELD, _BOOL_FIELD, _INTS_FIELD, _ENUM_FIELD, _OTHER_FIELD = range(5)
+_I32_FIELD, _BOOL_FIELD, _ENUM_FIELD, _INTS_FIELD, _VALUE_FIELD, _OTHER_FIELD = range(6)
 _FIELD_CODES = {"i32": _I32_FIELD, "bool": _BOOL_FIELD, "i32[]": _INTS_FIELD,
-                **{kind: _ENUM_FIELD for kind in _ENUM_NAMES}}
+                "value": _VALUE_FIELD, **{kind: _ENUM_FIELD for kind in _ENUM_NAMES}}
+# Field kinds stored in the attribute table itself (no offset to data elsewhere).
+_INLINE_FIELDS = (_I32_FIELD, _BOOL_FIELD, _ENUM_FIELD)
 
-# The attribute, its vtable slot, its scalar unpacker, its _FIELD_CODES code.
-_AttributeField = tuple[tosa_ops.Attr, int, Any, int]
-_ATTRIBUTE_FIELDS: dict[str, tuple[int, tuple[_AttributeField, ...]]] = {}
+# The attribute, its vtable slot, its scalar unpacker, its _FIELD_CODES code, and
+# the bytes an inline field takes.
+_AttributeField = tuple[tosa_ops.Attr, int, Any, int, int]
+# The operator's attribute union type, its stored attributes, and whether every
+# one of them is inline.
+_AttributeFields = tuple[int, tuple[_AttributeField, ...], bool]
+_ATTRIBUTE_FIELDS: dict[str, _AttributeFields] = {}
+_SCALAR_SIZES = {_U8: 1, _I32: 4, _U32: 4, _U64: 8}
 
 
-def _attribute_fields(definition: tosa_ops.OpDef) -> tuple[int, tuple[_AttributeField, ...]]:
+def _inline_extent(offsets: tuple[int, ...], fields: tuple[_AttributeField, ...]) -> int:
+    """Where the last byte of a table's inline `fields` ends, relative to the table
+    (at least 4); 0 if a field lies in the table's first 4 bytes (its vtable offset,
+    which differs from table to table), as only a corrupt file has it."""
+    extent = 4
+    count = len(offsets)
+    for _, slot, _, _, size in fields:
+        offset = offsets[slot] if slot < count else 0
+        if offset:
+            if offset < 4:
+                return 0
+            extent = max(extent, offset + size)
+    return extent
+
+
+def _attribute_fields(definition: tosa_ops.OpDef) -> _AttributeFields:
     """The operator's attribute union type and its stored attributes' fields, worked
     out once per operator from the generated builder functions."""
     found = _ATTRIBUTE_FIELDS.get(definition.name)
@@ -401,25 +425,30 @@ def _attribute_fields(definition: tosa_ops.OpDef) -> tuple[int, tuple[_Attribute
         for attr in definition.attrs:
             if attr.fbs_field:
                 slot, stored = _slot(definition.fbs_attr, attr.fbs_field)
-                fields.append((attr, slot, _SCALARS.get(stored),
-                               _FIELD_CODES.get(attr.type, _OTHER_FIELD)))
+                unpack = _SCALARS.get(stored)
+                fields.append((attr, slot, unpack, _FIELD_CODES.get(attr.type, _OTHER_FIELD),
+                               _SCALAR_SIZES.get(unpack, 0)))
+        inline = all(code in _INLINE_FIELDS and size for _, _, _, code, size in fields)
         found = _ATTRIBUTE_FIELDS[definition.name] = (
-            getattr(fb.Attribute, definition.fbs_attr), tuple(fields))
+            getattr(fb.Attribute, definition.fbs_attr), tuple(fields), inline)
     return found
 
 
 # The operators whose results or attributes the reader builds in its own way.
-_GENERIC, _CONST, _CONST_SHAPE, _IDENTITY = range(4)
-_OPERATOR_KINDS = {"CONST": _CONST, "CONST_SHAPE": _CONST_SHAPE, "IDENTITY": _IDENTITY}
+_GENERIC, _CONST, _CONST_SHAPE, _IDENTITY, _REGIONS = range(5)
+_OPERATOR_KINDS = {"CONST": _CONST, "CONST_SHAPE": _CONST_SHAPE, "IDENTITY": _IDENTITY,
+                   **{d.name: _REGIONS for d in tosa_ops.OPS.values()
+                      if d.mlir in _GRAPH_ATTRIBUTES}}
 # Flatbuffer Op enum -> (definition, IR op name, _OPERATOR_KINDS kind).
 _OP_BY_ENUM = {d.fbs_op: (d, d.mlir, _OPERATOR_KINDS.get(d.name, _GENERIC))
                for d in tosa_ops.OPS.values()}
 
-# A tensor's type and, when its stored bytes are its values as they are (a static
-# int8/16/32, fp16 or fp32 tensor), how to view a constant's data: (numpy dtype,
-# element count, byte count, shape to give the flat view or None if it has it).
+# A tensor's type; when its stored bytes are its values as they are (int8/16/32,
+# fp16, fp32), the struct that reads one element; and for such a static tensor,
+# how to view a constant's data: (numpy dtype, element count, byte count, shape to
+# give the flat view or None if it has it).
 _ConstantLayout = tuple[np.dtype, int, int, "tuple[int, ...] | None"]
-_TensorKind = tuple[TensorType, "_ConstantLayout | None"]
+_TensorKind = tuple[TensorType, "_ConstantLayout | None", "struct.Struct | None"]
 _TENSOR_KINDS: dict[tuple, _TensorKind] = {}
 _TENSOR_KIND_LIMIT = 1 << 14
 
@@ -446,12 +475,14 @@ class _Reader:
                 _TENSOR_KINDS.clear()
             tensor_type = TensorType(shape, ELEMENT_BY_DTYPE[dtype])
             plain = PLAIN_DTYPE_BY_DTYPE.get(dtype)
-            layout = None
-            if plain is not None and tensor_type.is_static:
-                count = math.prod(tensor_type.shape)
-                layout = (plain, count, plain.itemsize * count,
-                          None if len(tensor_type.shape) == 1 else tensor_type.shape)
-            found = _TENSOR_KINDS[key] = (tensor_type, layout)
+            layout = element = None
+            if plain is not None:
+                element = struct.Struct("<" + plain.char)
+                if tensor_type.is_static:
+                    count = math.prod(tensor_type.shape)
+                    layout = (plain, count, plain.itemsize * count,
+                              None if len(tensor_type.shape) == 1 else tensor_type.shape)
+            found = _TENSOR_KINDS[key] = (tensor_type, layout, element)
         return found
 
     def module(self) -> Module:
@@ -509,6 +540,10 @@ class _BlockReader:
         self.shapes: dict[str, list[int]] = {}
         self.values: dict[str, Value] = {}
         self.variables: dict[str, str] = {}  # tensor name -> variable name
+        # Attribute tables whose fields are all inline: where their fields end, by
+        # operator name and vtable; their attributes, by those and the fields' bytes.
+        self.attribute_extents: dict[tuple[str, int], int] = {}
+        self.inline_attributes: dict[tuple[str, int, bytes], tuple[tuple[str, Any], ...]] = {}
 
     def graph(self) -> Graph:
         self._read_tensors()
@@ -532,6 +567,8 @@ class _BlockReader:
         data = self.block.data
         size = len(data)
         tensor_kinds, tensor_kind = _TENSOR_KINDS, self.reader.tensor_kind
+        # Ranks read by the _INT_VECTORS structs (_checked cannot fail for them).
+        small_vectors = min(len(_INT_VECTORS), size // 4 + 1)
         layouts: dict[int, tuple[int, ...]] = {}
         for pos in self.block.table_positions(_BLOCK["tensors"]):
             layout = layouts.get(pos - _I32(data, pos)[0])
@@ -560,7 +597,9 @@ class _BlockReader:
             if shape_field:
                 at = pos + shape_field
                 at += _U32(data, at)[0]
-                shape = struct.unpack_from(f"<{_checked(_U32(data, at)[0], data)}i", data, at + 4)
+                rank = _U32(data, at)[0]
+                shape = (_INT_VECTORS[rank](data, at + 4) if rank < small_vectors else
+                         struct.unpack_from(f"<{_checked(rank, data)}i", data, at + 4))
             else:
                 shape = ()
             if unranked_field and _U8(data, pos + unranked_field)[0]:
@@ -615,7 +654,7 @@ class _BlockReader:
         spans = self.spans
         vtables = self.reader.vtables
         graph_references = self.reader.graph_references
-        assemble = Op.assemble
+        assemble, value_of = Op.assemble, values.__getitem__
         layouts: dict[int, tuple[int, ...]] = {}
         text_fields: dict[int, int] = {}  # OpLocation vtable -> its text field's offset
         ops = []
@@ -630,8 +669,39 @@ class _BlockReader:
             if recipe is None:
                 raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
             definition, op_name, kind = recipe
-            inputs = _names_at(data, pos + inputs_field, name_at) if inputs_field else []
-            outputs = _names_at(data, pos + outputs_field, name_at) if outputs_field else []
+            # Name vectors: one known name is the common case, read here; the others
+            # (and unknown names) by _names_at, which reads the vector again.
+            inputs = outputs = None
+            if inputs_field:
+                at = pos + inputs_field
+                at += _U32(data, at)[0]
+                count = _U32(data, at)[0]
+                if count == 1:
+                    at += 4
+                    at += _U32(data, at)[0]
+                    if at in name_at:
+                        inputs = [name_at[at]]
+                elif not count:
+                    inputs = []
+                if inputs is None:
+                    inputs = _names_at(data, pos + inputs_field, name_at)
+            else:
+                inputs = []
+            if outputs_field:
+                at = pos + outputs_field
+                at += _U32(data, at)[0]
+                count = _U32(data, at)[0]
+                if count == 1:
+                    at += 4
+                    at += _U32(data, at)[0]
+                    if at in name_at:
+                        outputs = [name_at[at]]
+                elif not count:
+                    outputs = []
+                if outputs is None:
+                    outputs = _names_at(data, pos + outputs_field, name_at)
+            else:
+                outputs = []
             loc = ""
             if location_field:  # the text of the OpLocation table the field points to
                 at = pos + location_field
@@ -673,19 +743,28 @@ class _BlockReader:
                 attrs = self._attributes(data, pos, attribute_type_field, attribute_field,
                                          definition, inputs)
             try:
-                operands = [values[n] for n in inputs]
-                result_types = ([tensors[n][0] for n in outputs] if not shapes else
-                                [tensors[n][0] if n not in shapes else ShapeType(len(shapes[n]))
-                                 for n in outputs])
+                operands = list(map(value_of, inputs))
+                if shapes:
+                    result_types = [tensors[n][0] if n not in shapes
+                                    else ShapeType(len(shapes[n])) for n in outputs]
+                elif len(outputs) == 1:
+                    result_types = [tensors[outputs[0]][0]]
+                else:
+                    result_types = [tensors[n][0] for n in outputs]
             except KeyError:  # the same checks one name at a time, for the error message
                 operands = [self._value(n) for n in inputs]
                 result_types = [self._type(n) for n in outputs]
             op = assemble(op_name, operands, result_types, outputs, attrs, loc)
-            for name, value in zip(outputs, op.results):
-                if name in values:
-                    raise TosaFileError(f"{self.graph_.name}: {name!r} is defined twice")
-                values[name] = value
-            if op_name in _GRAPH_ATTRIBUTES:
+            if len(outputs) == 1:
+                if outputs[0] in values:
+                    raise TosaFileError(f"{self.graph_.name}: {outputs[0]!r} is defined twice")
+                values[outputs[0]] = op.results[0]
+            else:
+                for name, value in zip(outputs, op.results):
+                    if name in values:
+                        raise TosaFileError(f"{self.graph_.name}: {name!r} is defined twice")
+                    values[name] = value
+            if kind == _REGIONS:
                 graph_references.append(op)
             ops.append(op)
         return ops
@@ -700,7 +779,7 @@ class _BlockReader:
     def _attributes(self, data: bytes, pos: int, attribute_type_field: int,
                     attribute_field: int, definition: tosa_ops.OpDef,
                     inputs: list[str]) -> dict[str, Any]:
-        expected, fields = _attribute_fields(definition)
+        expected, fields, inline = _attribute_fields(definition)
         if not fields:
             return {}
         attribute_type = _U8(data, pos + attribute_type_field)[0] if attribute_type_field else 0
@@ -711,9 +790,35 @@ class _BlockReader:
         if attribute_type != expected or not attribute_field:
             raise TosaFileError(f"{definition.name} carries attribute type "
                                 f"{attribute_type}, expected {expected}")
+        if not inline:
+            return self._decode_attributes(data, at, offsets, fields, inputs)
+        # Every field is in the table itself, so the table's vtable and the bytes
+        # its fields cover decide its attributes: tables read before in this file
+        # (RESCALE's five flags, say, mostly repeat) give them without decoding.
+        # Each op still gets a dict of its own.
+        vtable = at - _I32(data, at)[0]
+        key = (definition.name, vtable)
+        extent = self.attribute_extents.get(key)
+        if extent is None:
+            extent = self.attribute_extents[key] = _inline_extent(offsets, fields)
+        if not extent:  # a field overlapping the table's vtable offset: no key
+            return self._decode_attributes(data, at, offsets, fields, inputs)
+        key = (definition.name, vtable, data[at + 4:at + extent])
+        items = self.inline_attributes.get(key)
+        if items is None:
+            attrs = self._decode_attributes(data, at, offsets, fields, inputs)
+            self.inline_attributes[key] = tuple(attrs.items())
+            return attrs
+        return dict(items)
+
+    def _decode_attributes(self, data: bytes, at: int, offsets: tuple[int, ...],
+                          fields: tuple[_AttributeField, ...],
+                          inputs: list[str]) -> dict[str, Any]:
+        """The attributes stored in the table at `at`."""
         count = len(offsets)
+        size = len(data)
         attrs: dict[str, Any] = {}
-        for attr, slot, unpack, code in fields:
+        for attr, slot, unpack, code, _ in fields:
             offset = offsets[slot] if slot < count else 0
             if code == _I32_FIELD:
                 attrs[attr.name] = unpack(data, at + offset)[0] if offset else 0
@@ -723,8 +828,28 @@ class _BlockReader:
                 if offset:
                     field = at + offset
                     field += _U32(data, field)[0]
-                    attrs[attr.name] = list(struct.unpack_from(
-                        f"<{_checked(_U32(data, field)[0], data)}i", data, field + 4))
+                    length = _U32(data, field)[0]
+                    attrs[attr.name] = list(
+                        _INT_VECTORS[length](data, field + 4) if length < len(_INT_VECTORS)
+                        and length * 4 <= size else
+                        struct.unpack_from(f"<{_checked(length, data)}i", data, field + 4))
+            elif code == _VALUE_FIELD:
+                # One element of the first input's type, stored as a [ubyte] vector:
+                # read by struct when the type is plainly stored and the bytes are there.
+                if offset:
+                    field = at + offset
+                    field += _U32(data, field)[0]
+                    length = _U32(data, field)[0]
+                    tensor = self.tensors.get(inputs[0]) if inputs else None
+                    element = tensor[2] if tensor is not None else None
+                    if element is not None and element.size <= length \
+                            and field + 4 + length <= size:
+                        attrs[attr.name] = element.unpack_from(data, field + 4)[0]
+                    else:
+                        value = self._attribute(_Table(data, at, self.reader.vtables), attr,
+                                                slot, inputs)
+                        if value is not None:
+                            attrs[attr.name] = value
             elif code == _ENUM_FIELD:
                 raw = unpack(data, at + offset)[0] if offset else 0
                 if raw == 0:  # absent / UNKNOWN: the specification's default, if any
