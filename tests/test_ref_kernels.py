@@ -296,6 +296,39 @@ def test_logical_shifts_use_the_bit_pattern_of_the_type():
         == [4]
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+def test_logical_left_shift_keeps_the_low_bits_of_every_amount(dtype):
+    # LOGICAL_LEFT_SHIFT: the bit pattern shifted left, bits above the width dropped.
+    info = np.iinfo(dtype)
+    bits = info.bits
+    values = [info.min, info.max, -1, 0, 1, -5, 0x35 << (bits - 8)]
+    x = np.array([values] * bits, dtype)
+    n = np.arange(bits, dtype=dtype).reshape(bits, 1) * np.ones((1, len(values)), dtype)
+    element = ELEMENT_OF_DTYPE[np.dtype(dtype)]
+    result = one("tosa.logical_left_shift", [x, n], x.shape, element)
+    mask = (1 << bits) - 1
+    expected = [[((v << k) & mask) - (((v << k) & mask) >> (bits - 1) << bits)
+                 for v in values] for k in range(bits)]
+    assert result.dtype == dtype and result.tolist() == expected
+
+
+@pytest.mark.parametrize("amount", [-1, 32])
+def test_logical_left_shift_amount_outside_the_width_is_a_require_failure(amount):
+    with pytest.raises(SpecRequire, match="shift"):
+        one("tosa.logical_left_shift", [i32(1, 2), i32(3, amount)], (2,), "i32")
+
+
+def test_bitwise_ops_broadcast():
+    a = np.array([[0x0F0F], [-1]], np.int32)
+    b = np.array([[0x00FF, -0x10000]], np.int32)
+    assert one("tosa.bitwise_or", [a, b], (2, 2), "i32").tolist() == [
+        [0x0FFF, -0x10000 | 0x0F0F], [-1, -1]]
+    p = np.array([[True], [False]])
+    q = np.array([[True, False]])
+    assert one("tosa.logical_and", [p, q], (2, 2), "i1").tolist() == [[True, False],
+                                                                     [False, False]]
+
+
 def test_bitwise_and_logical_ops():
     a, b = np.int16([0x0F0F, -1]), np.int16([0x00FF, 0x1234])
     assert one("tosa.bitwise_and", [a, b], (2,), "i16").tolist() == [0x000F, 0x1234]
@@ -356,6 +389,16 @@ def test_abs_float_clears_the_sign_of_zero():
 def test_clz_counts_leading_zeros_of_the_32_bit_pattern():
     x = i32(0, 1, -1, 0x10000, 2**31 - 1)
     assert one("tosa.clz", [x], (5,), "i32").tolist() == [32, 31, 0, 15, 1]
+
+
+def test_clz_of_every_bit_length():
+    # 2^k and 2^(k+1) - 1 have k + 1 significant bits: 31 - k leading zeros; the
+    # negative values have the top bit set.
+    values = [1 << k for k in range(31)] + [(1 << (k + 1)) - 1 for k in range(31)]
+    x = np.array(values + [-2**31, -2, -(2**30)], np.int32).reshape(1, -1, 1)
+    result = one("tosa.clz", [x], x.shape, "i32")
+    assert result.dtype == np.int32
+    assert result.ravel().tolist() == [31 - k for k in range(31)] * 2 + [0, 0, 0]
 
 
 def test_negate_i8_applies_zero_points_and_saturates():
@@ -440,6 +483,31 @@ def test_reduce_sum_requires_every_partial_sum_to_fit():
         one("tosa.reduce_sum", [x], (1, 1), "i32", attrs={"axis": 1})
 
 
+def test_reduce_sum_partial_sums_along_an_inner_axis():
+    # x[0, :, 0] = [2^31 - 1, 1, -1]: the second partial sum is 2^31 (REQUIRE fails);
+    # reordered to [2^31 - 1, -1, 1] every partial sum fits.
+    x = np.array([[[2**31 - 1, 5], [1, -7], [-1, 2]]], np.int32)
+    with pytest.raises(SpecRequire, match="partial"):
+        one("tosa.reduce_sum", [x], (1, 1, 2), "i32", attrs={"axis": 1})
+    fine = x.copy()
+    fine[0, :, 0] = [2**31 - 1, -1, 1]
+    assert one("tosa.reduce_sum", [fine], (1, 1, 2), "i32", attrs={"axis": 1}).tolist() == \
+        [[[2**31 - 1, 0]]]
+    small = fine // 4
+    assert one("tosa.reduce_sum", [small], (1, 3, 1), "i32", attrs={"axis": 2}).tolist() == \
+        [[[(2**31 - 1) // 4 + 1], [-1 - 2], [0 + 0]]]
+
+
+def test_reduce_max_min_integer_along_each_axis():
+    x = np.array([[[3, -8, 7], [-128, 127, 0]]], np.int8)
+    assert one("tosa.reduce_max", [x], (1, 1, 3), "i8", attrs={"axis": 1}).tolist() == \
+        [[[3, 127, 7]]]
+    assert one("tosa.reduce_min", [x], (1, 2, 1), "i8", attrs={"axis": 2}).tolist() == \
+        [[[-8], [-128]]]
+    assert one("tosa.reduce_max", [x], (1, 2, 3), "i8", attrs={"axis": 0}).tolist() == \
+        x.tolist()
+
+
 def test_reduce_sum_keeps_the_axis():
     x = np.arange(6, dtype=np.int32).reshape(2, 3)
     assert one("tosa.reduce_sum", [x], (2, 1), "i32", attrs={"axis": 1}).tolist() == [[3], [12]]
@@ -505,6 +573,13 @@ def test_concat_and_its_shape_error():
         one("tosa.concat", [a, b], (2, 3), "i8", attrs={"axis": 1})
 
 
+def test_concat_of_many_inputs_along_an_inner_axis():
+    parts = [np.full((2, k + 1, 3), k, np.int16) for k in range(4)]
+    result = one("tosa.concat", parts, (2, 10, 3), "i16", attrs={"axis": 1})
+    assert result[1, :, 0].tolist() == [0, 1, 1, 2, 2, 2, 3, 3, 3, 3]
+    assert (result[0] == result[1]).all() and (result[..., 0:1] == result).all()
+
+
 def test_pad_uses_pad_const_and_rejects_negative_padding():
     x = np.int8([[1, 2]])
     result = one("tosa.pad", [x, np.int8([-7])], (2, 5), "i8", shapes={1: [1, 0, 2, 1]})
@@ -524,6 +599,14 @@ def test_reshape_slice_tile_reverse_transpose():
     assert one("tosa.reverse", [x], (2, 3), "i16", attrs={"axis": 1})[0].tolist() == [2, 1, 0]
     assert one("tosa.transpose", [x], (3, 2), "i16", attrs={"perms": [1, 0]}).tolist() == \
         [[0, 3], [1, 4], [2, 5]]
+
+
+def test_transpose_rank_3_moves_every_element():
+    # output[i, j, k] = input[j, k, i] for perms [2, 0, 1]... read as out dim d = in dim
+    # perms[d]: out shape (4, 2, 3), out[a, b, c] = x[b, c, a].
+    x = np.arange(24, dtype=np.int8).reshape(2, 3, 4)
+    out = one("tosa.transpose", [x], (4, 2, 3), "i8", attrs={"perms": [2, 0, 1]})
+    assert all(out[a, b, c] == x[b, c, a] for a in range(4) for b in range(2) for c in range(3))
 
 
 @pytest.mark.parametrize("start,size", [([0, 2], [1, 2]), ([-1, 0], [1, 1]), ([0, 0], [0, 1])])

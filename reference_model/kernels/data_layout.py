@@ -129,3 +129,37 @@ def prepare_slice(op: StaticOp) -> Prepared | None:
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         return [operands[0][window].copy()]
     return run
+
+
+@prepared("CONCAT")
+def prepare_concat(op: StaticOp) -> Prepared | None:
+    """Static shapes that agree off the axis and sum to the declared one on it."""
+    axis = op.attrs.get("axis")
+    out = op.static_shape(0, output=True)
+    shapes = [op.static_shape(i) for i in range(len(op.input_types))]
+    if out is None or axis.__class__ is not int or not shapes or not 0 <= axis < len(out) \
+            or any(shape is None or len(shape) != len(out) for shape in shapes):
+        return None
+    off_axis = out[:axis] + out[axis + 1:]
+    if any(shape[:axis] + shape[axis + 1:] != off_axis for shape in shapes) \
+            or sum(shape[axis] for shape in shapes) != out[axis]:
+        return None
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.concatenate(operands, axis=axis)]
+    return run
+
+
+@prepared("TRANSPOSE")
+def prepare_transpose(op: StaticOp) -> Prepared | None:
+    perms = op.attrs.get("perms")
+    shape, out = op.static_shape(0), op.static_shape(0, output=True)
+    if shape is None or out is None or perms is None:
+        return None
+    perms = tuple(int(p) for p in perms)
+    if sorted(perms) != list(range(len(shape))) or out != tuple(shape[p] for p in perms):
+        return None
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [operands[0].transpose(perms).copy()]
+    return run

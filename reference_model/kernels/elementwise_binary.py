@@ -379,6 +379,50 @@ def _uniform_right_shift(amount: int, dtype: np.dtype, bits: int, rounding: bool
     return run_rounded
 
 
+_UNSIGNED_OF = {np.dtype(np.int8): np.dtype(np.uint8), np.dtype(np.int16): np.dtype(np.uint16),
+                np.dtype(np.int32): np.dtype(np.uint32)}
+
+
+@prepared("LOGICAL_LEFT_SHIFT")
+def prepare_logical_left_shift(op: StaticOp) -> Prepared | None:
+    """The bit patterns shifted as unsigned integers of the type's width, which keeps
+    the low `bits` bits (numerics.logical_left_shift); the shift amounts' REQUIRE,
+    [0, bits - 1], by min/max."""
+    element = op.element(0)
+    if element is None or not element.is_integer or not static_broadcast(op) \
+            or not op.static_shape(0, output=True):
+        return None
+    dtype = numpy_dtype(element)
+    unsigned = _UNSIGNED_OF.get(dtype)
+    if unsigned is None or op.element(1) != element:
+        return None
+    largest = element.bits - 1
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x, n = operands
+        if outside_range(n, 0, largest):
+            return op.run_kernel(operands)  # reports the shift REQUIRE
+        return [np.left_shift(x.view(unsigned), n.view(unsigned)).view(dtype)]
+    return run
+
+
+_BITWISE = {"BITWISE_AND": np.bitwise_and, "BITWISE_OR": np.bitwise_or,
+            "BITWISE_XOR": np.bitwise_xor, "LOGICAL_AND": np.logical_and,
+            "LOGICAL_OR": np.logical_or, "LOGICAL_XOR": np.logical_xor}
+
+
+@prepared(*_BITWISE)
+def prepare_bitwise(op: StaticOp) -> Prepared | None:
+    """Static shapes checked once; operands of one dtype keep it (bool for LOGICAL_*)."""
+    if not static_broadcast(op) or op.element(0) != op.element(1):
+        return None
+    fn = _BITWISE[op.op_name]
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [fn(operands[0], operands[1])]
+    return run
+
+
 # Table index x + 128 of the int8 value whose byte is b: (b ^ 0x80).
 _BYTE_ORDER = np.arange(256) ^ 0x80
 

@@ -13,10 +13,13 @@ import numpy as np
 from reference_model import numerics
 from reference_model.kernels import (
     KernelContext,
+    Prepared,
+    StaticOp,
     float64_compute,
     float_compute,
     is_float_dtype,
     kernel,
+    prepared,
 )
 
 
@@ -45,6 +48,21 @@ def logical_not(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("CLZ")
 def clz(ctx: KernelContext) -> list[np.ndarray]:
     return [numerics.clz32(ctx.inputs[0]).astype(ctx.inputs[0].dtype)]
+
+
+@prepared("CLZ")
+def prepare_clz(op: StaticOp) -> Prepared | None:
+    """int32 CLZ: 32 minus the bit length of the 32-bit pattern. frexp of a positive
+    integer below 2^53 is exact, u = f * 2^e with 0.5 <= f < 1, so e is the bit length;
+    frexp(0) gives e = 0, and CLZ(0) = 32."""
+    element = op.element(0)
+    if element is None or element.name != "i32":
+        return None
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        _, exponent = np.frexp(operands[0].view(np.uint32).astype(np.float64))
+        return [np.asarray(32 - exponent, np.int32)]
+    return run
 
 
 @kernel("NEGATE")

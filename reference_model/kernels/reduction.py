@@ -22,7 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from reference_model import numerics
-from reference_model.kernels import KernelContext, is_float_dtype, kernel
+from reference_model.kernels import (
+    KernelContext,
+    Prepared,
+    StaticOp,
+    is_float_dtype,
+    kernel,
+    prepared,
+)
 
 
 def _axis(ctx: KernelContext) -> int:
@@ -131,3 +138,58 @@ def reduce_product(ctx: KernelContext) -> list[np.ndarray]:
     x, axis = ctx.inputs[0], _axis(ctx)
     with np.errstate(all="ignore"):
         return [_last(np.cumprod(x, axis=axis, dtype=x.dtype), axis)]
+
+
+# ---------------------------------------------------------------------------
+# Prepared forms: the axis and the static shapes checked once
+
+
+def _static_axis(op: StaticOp) -> int | None:
+    """The axis, when the input shape is static and the declared result keeps the
+    axis with size 1 (else the kernel reports the ERROR_IF)."""
+    shape, out = op.static_shape(0), op.static_shape(0, output=True)
+    axis = op.attrs.get("axis")
+    if shape is None or out is None or axis.__class__ is not int \
+            or not 0 <= axis < len(shape) or 0 in shape:
+        return None
+    if out != shape[:axis] + (1,) + shape[axis + 1:]:
+        return None
+    return axis
+
+
+_INT32 = np.dtype(np.int32)
+
+
+@prepared("REDUCE_SUM")
+def prepare_reduce_sum(op: StaticOp) -> Prepared | None:
+    """int32: the int64 running sums along the axis (exact: fewer than 2^32 terms
+    below 2^31), every one REQUIREd to fit int32 by min/max, the last kept."""
+    axis = _static_axis(op)
+    element = op.element(0)
+    if axis is None or element is None or element.name != "i32":
+        return None
+    last = (slice(None),) * axis + (slice(-1, None),)
+    low, high = numerics.int_min(32), numerics.int_max(32)
+    smallest, largest = np.minimum.reduce, np.maximum.reduce
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        prefix = np.cumsum(operands[0], axis=axis, dtype=np.int64)
+        flat = prefix.reshape(-1)
+        if smallest(flat) < low or largest(flat) > high:
+            return op.run_kernel(operands)  # reports the partial-sum REQUIRE
+        return [prefix[last].astype(_INT32)]
+    return run
+
+
+@prepared("REDUCE_MAX", "REDUCE_MIN")
+def prepare_integer_reduce_extreme(op: StaticOp) -> Prepared | None:
+    """Integer REDUCE_MAX / REDUCE_MIN: one ufunc reduction, as the kernel's np.max."""
+    axis = _static_axis(op)
+    element = op.element(0)
+    if axis is None or element is None or not element.is_integer:
+        return None
+    reduce = np.maximum.reduce if op.op_name == "REDUCE_MAX" else np.minimum.reduce
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [reduce(operands[0], axis=axis, keepdims=True)]
+    return run
