@@ -207,14 +207,20 @@ def _fast_rescale(op: StaticOp) -> Prepared | None:
         or (((value_high if value_high > 0 else 0) * m_high + round_max) >> s_low) \
         + zp_out > high
     extra = (1 << 30) if adjust else 0
-    if per_channel:
+    if per_channel and s_low == s_high and not zp_in:
+        # One shift in every channel: the rounding and the shift are one number each
+        # (a shift by a scalar costs less per element than by a broadcast array).
+        shift = s_low
+        rounding = ((1 + 2 * zp_out) << (shift - 1)) + extra
+        multiplier = multiplier.astype(np.int64)
+    elif per_channel:
         rounding = _roundings(zp_out, extra)[shift]
         if zp_in:
             rounding -= zp_in * multiplier.astype(np.int64)
+        # int64 parameters: the run's ufuncs then need no casting loops
+        multiplier, shift = multiplier.astype(np.int64), shift.astype(np.int64)
     else:
         rounding = ((1 + 2 * zp_out) << (shift - 1)) - zp_in * multiplier + extra
-    if per_channel:  # int64 parameters: the run's ufuncs then need no casting loops
-        multiplier, shift = multiplier.astype(np.int64), shift.astype(np.int64)
     return _fast_rescale_kernel(op, out_dtype, multiplier, rounding, shift, adjust, clip,
                                 low, high, (x_low, x_high) if checked else None,
                                 in_bits != 48 and math.prod(shape) >= _WIDE_FIRST)
