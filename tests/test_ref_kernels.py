@@ -240,6 +240,27 @@ def test_arithmetic_right_shift_by_one_constant_amount(dtype, rounding):
         assert result.tolist() == [[_right_shift(int(v), n, rounding) for v in x[0]]], n
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+@pytest.mark.parametrize("rounding", [False, True])
+def test_arithmetic_right_shift_by_amounts_given_at_run_time(dtype, rounding):
+    # Every amount against every value, the amounts a graph input (not a constant).
+    info = np.iinfo(dtype)
+    bits = info.bits
+    values = [info.min, info.max, -1, 0, 1, -5, 5, info.min + 1, info.max - 1, -6]
+    x = np.array([values] * bits, dtype)
+    n = np.arange(bits, dtype=dtype).reshape(bits, 1)
+    element = ELEMENT_OF_DTYPE[np.dtype(dtype)]
+    result = one("tosa.arithmetic_right_shift", [x, n], x.shape, element,
+                 attrs={"round": rounding})
+    assert result.dtype == dtype
+    assert result.tolist() == [[_right_shift(v, k, rounding) for v in values]
+                               for k in range(bits)]
+    # One value against a row of amounts: the result takes the amounts' shape.
+    row = one("tosa.arithmetic_right_shift", [x[:1, 5:6], n.reshape(1, bits)], (1, bits),
+              element, attrs={"round": rounding})
+    assert row.tolist() == [[_right_shift(-5, k, rounding) for k in range(bits)]]
+
+
 def test_arithmetic_right_shift_constant_amounts_broadcast_over_x():
     # x [1, 1] against three equal amounts [1, 3]: the result has the amounts' shape.
     x = i32(-7).reshape(1, 1)
@@ -259,6 +280,21 @@ def test_table_i8_constant_table_indexes_by_value_plus_128():
     x = np.arange(-128, 128, dtype=np.int8)
     result = run_with_constants("tosa.table", [x, table], {1}, ((256,), "i8"))
     assert result.tolist() == [(7 * (v + 128)) % 256 - 128 for v in range(-128, 128)]
+
+
+def test_table_i16_constant_table_every_input():
+    # apply_lookup_s: index = (x + 32768) >> 7, fraction = x & 0x7F,
+    # result = (table[index] << 7) + (table[index + 1] - table[index]) * fraction.
+    rng = np.random.default_rng(18)
+    table = np.cumsum(rng.integers(-300, 300, size=513)).clip(-32768, 32767).astype(np.int16)
+    x = np.arange(-32768, 32768, dtype=np.int16).reshape(256, 256)
+    result = run_with_constants("tosa.table", [x, table], {1}, ((256, 256), "i32"))
+    entries = table.tolist()
+    expected = []
+    for v in range(-32768, 32768):
+        index, fraction = (v + 32768) >> 7, v & 0x7F
+        expected.append((entries[index] << 7) + (entries[index + 1] - entries[index]) * fraction)
+    assert result.dtype == np.int32 and result.ravel().tolist() == expected
 
 
 def test_intdiv_truncates_toward_zero():

@@ -330,11 +330,13 @@ def prepare_arithmetic_right_shift(op: StaticOp) -> Prepared | None:
     numerics.arithmetic_right_shift's arithmetic with its rounding terms precomputed."""
     shift = op.constants[1] if len(op.constants) > 1 else None
     element = op.element(0)
-    if shift is None or element is None or not element.is_integer \
-            or not static_broadcast(op):
+    if element is None or not element.is_integer or not static_broadcast(op) \
+            or op.element(1) != element or not op.static_shape(0, output=True):
         return None
     dtype = numpy_dtype(element)
     rounding = bool(op.attrs.get("round", False))
+    if shift is None:
+        return _run_time_right_shift(op, element.bits, rounding)
     amounts = shift.reshape(-1)
     if amounts.size <= 64 and op.static_shape(0) == op.static_shape(0, output=True):
         listed = amounts.tolist()
@@ -353,6 +355,25 @@ def prepare_arithmetic_right_shift(op: StaticOp) -> Prepared | None:
         if rounding:
             result = result + np.where(rounds, (x >> first_out_shift) & 1, 0)
         return [result.astype(dtype)]
+    return run
+
+
+def _run_time_right_shift(op: StaticOp, bits: int, rounding: bool) -> Prepared:
+    """Shift amounts known only when the op runs: their REQUIRE, [0, bits - 1], by
+    min/max; then the arithmetic in x's dtype. The first bit shifted out is
+    (x >> max(n - 1, 0)) & 1 where n > 0, and (n > 0) is that mask itself."""
+    largest = bits - 1
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        x, n = operands
+        if outside_range(n, 0, largest):
+            return op.run_kernel(operands)  # reports the shift REQUIRE
+        result = x >> n
+        if rounding:
+            bit = x >> np.maximum(n - 1, 0)
+            bit &= n > 0
+            result += bit
+        return [result]
     return run
 
 
@@ -444,13 +465,16 @@ def prepare_table(op: StaticOp) -> Prepared | None:
         return run_i8
     if element.name != "i16" or lookup.shape != (513,):
         return None
-    table = numerics.sign_extend(lookup, 16)
+    # int16 storage holds the entries' values already (sign_extend would not change them).
+    table = lookup.astype(np.int64) if lookup.dtype == np.int16 \
+        else numerics.sign_extend(lookup, 16)
     slopes = table[1:] - table[:-1]
-    if slopes.min() < numerics.int_min(16) or slopes.max() > numerics.int_max(16):
+    if _SMALLEST(slopes) < numerics.int_min(16) or _LARGEST(slopes) > numerics.int_max(16):
         return None  # some input may hit a slope REQUIRE: the kernel checks it
     bases = table[:-1] << 7
 
     def run_i16(operands: list[np.ndarray]) -> list[np.ndarray]:
+        # All in int64: ufuncs on one dtype cost less than mixed-dtype ones here.
         x = operands[0].astype(np.int64)
         index = (x + 32768) >> 7
         return [(bases[index] + slopes[index] * (x & 0x7F)).astype(np.int32)]
