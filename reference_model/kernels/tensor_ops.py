@@ -761,10 +761,14 @@ def _exact_and_unchecked(terms: int, x_bound: int, w_bound: int, acc_bits: int) 
 
 
 def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
-                channels: int, weight_matrix: np.ndarray) -> tuple[_ConvSetup, np.ndarray] | None:
+                channels: int, weight_matrix: np.ndarray, fold_zp: bool = True
+                ) -> tuple[_ConvSetup, np.ndarray] | None:
     """Shared set-up, or None. weight_matrix: the stored weights as a [K, OC] view,
     K the terms of one output channel's sum; returned centered in the work dtype,
-    in the view's memory layout (for floats the kernel's, so BLAS sums in its order)."""
+    in the view's memory layout (for floats the kernel's, so BLAS sums in its order).
+    fold_zp: integer runs take the raw input and input_zp * sum(w) off the bias (see
+    above); else they subtract input_zp from the input (cheaper for unpadded 1x1
+    convolutions, where the subtraction is one pass and the sums would cost more)."""
     x_shape, out_shape = op.static_shape(0), op.static_shape(0, output=True)
     bias, in_zp_array, w_zp_array = op.constants[2:5]
     out_channels = weight_matrix.shape[1]
@@ -813,7 +817,7 @@ def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
         matrix -= w_zp
     bias_bound = _max_abs(bias)
     corrected = bias
-    if in_zp:
+    if in_zp and fold_zp:
         # Column sums by a product with ones (cheaper than a strided sum), exact:
         # every partial sum is an integer of at most terms * w_bound, which the work
         # dtype holds.
@@ -919,8 +923,11 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
     out_channels, kh, kw, channels = weight.shape
     terms = kh * kw * channels
     # [terms, OC]: the transposed view the kernel multiplies by.
+    attrs = op.attrs
+    direct = kh == 1 and kw == 1 and not any(attrs["pad"]) and not any(
+        s != 1 for s in attrs["stride"])
     found = _conv_setup(op, (kh, kw), channels, channels,
-                        weight.reshape(out_channels, terms).T)
+                        weight.reshape(out_channels, terms).T, fold_zp=not direct)
     if found is None:
         return None
     setup, matrix = found
@@ -930,13 +937,14 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
     if positions * terms > _PATCH_LIMIT:
         return None
     out_shape = (n,) + window.out + (out_channels,)
-    direct = kh == 1 and kw == 1 and window.stride == (1, 1) and window.pad == ((0, 0), (0, 0))
-    work = setup.work
+    work, in_zp = setup.work, setup.in_zp
     if setup.integer:
         def run_integer(operands: list[np.ndarray]) -> list[np.ndarray]:
             x = operands[0]
             if direct:
                 patches = x.reshape(positions, terms).astype(work)
+                if in_zp:
+                    patches -= in_zp
             else:
                 view = _window_view(_raw_padded_input(x, setup), window, False)
                 patches = view.astype(work, order="C").reshape(positions, terms)
