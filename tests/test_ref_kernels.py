@@ -645,6 +645,14 @@ def test_transpose_rank_3_moves_every_element():
     assert all(out[a, b, c] == x[b, c, a] for a in range(4) for b in range(2) for c in range(3))
 
 
+def test_slice_from_the_middle_and_one_past_the_end():
+    x = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+    out = one("tosa.slice", [x], (2, 2, 2), "i32", shapes={1: [1, 1, 2], 2: [2, 2, 2]})
+    assert out.tolist() == [[[27, 28], [32, 33]], [[47, 48], [52, 53]]]  # x[1:3, 1:3, 2:4]
+    with pytest.raises(SpecErrorIf, match=r"start\[2\] \+ size\[2\] = 6 > 5"):
+        one("tosa.slice", [x], (2, 2, 2), "i32", shapes={1: [1, 1, 4], 2: [2, 2, 2]})
+
+
 @pytest.mark.parametrize("start,size", [([0, 2], [1, 2]), ([-1, 0], [1, 1]), ([0, 0], [0, 1])])
 def test_slice_out_of_bounds_is_an_error_if(start, size):
     x = np.zeros((2, 3), np.int32)

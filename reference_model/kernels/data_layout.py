@@ -102,11 +102,11 @@ def transpose(ctx: KernelContext) -> list[np.ndarray]:
 def prepare_reshape(op: StaticOp) -> Prepared | None:
     shape = op.constants[1] if len(op.constants) > 1 else None
     in_shape, out_shape = op.static_shape(0), op.static_shape(0, output=True)
-    if shape is None or in_shape is None:
+    if shape is None or in_shape is None or shape.dtype.kind not in "iu":
         return None
-    new_shape = tuple(_ints(shape))
-    if any(d < 0 for d in new_shape) or math.prod(new_shape) != math.prod(in_shape) \
-            or new_shape != out_shape:
+    new_shape = tuple(shape.reshape(-1).tolist())
+    if new_shape != out_shape or min(new_shape, default=0) < 0 \
+            or math.prod(new_shape) != math.prod(in_shape):
         return None
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
@@ -116,15 +116,20 @@ def prepare_reshape(op: StaticOp) -> Prepared | None:
 
 @prepared("SLICE")
 def prepare_slice(op: StaticOp) -> Prepared | None:
-    start, size = (op.constants[1:3] + [None, None])[:2]
+    if len(op.constants) < 3:
+        return None
+    start, size = op.constants[1], op.constants[2]
     in_shape = op.static_shape(0)
-    if start is None or size is None or in_shape is None:
+    if start is None or size is None or in_shape is None or start.dtype.kind not in "iu" \
+            or size.dtype.kind not in "iu":
         return None
-    start, size = _ints(start), _ints(size)
-    if len(start) != len(in_shape) or len(size) != len(in_shape) or any(
-            s < 0 or n <= 0 or s + n > d for s, n, d in zip(start, size, in_shape)):
+    start, size = start.reshape(-1).tolist(), size.reshape(-1).tolist()
+    if len(start) != len(in_shape) or len(size) != len(in_shape):
         return None
-    window = tuple(slice(s, s + n) for s, n in zip(start, size))
+    for first, count, dim in zip(start, size, in_shape):
+        if first < 0 or count <= 0 or first + count > dim:
+            return None
+    window = tuple(slice(first, first + count) for first, count in zip(start, size))
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         return [operands[0][window].copy()]
