@@ -173,7 +173,10 @@ def prepare_reduce_sum(op: StaticOp) -> Prepared | None:
     smallest, largest = np.minimum.reduce, np.maximum.reduce
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
-        prefix = np.cumsum(operands[0], axis=axis, dtype=np.int64)
+        # The running sums in place in an int64 copy (np.cumsum's wrapper and a
+        # casting loop cost more on small tensors).
+        prefix = operands[0].astype(np.int64)
+        np.add.accumulate(prefix, axis=axis, out=prefix)
         flat = prefix.reshape(-1)
         if smallest(flat) < low or largest(flat) > high:
             return op.run_kernel(operands)  # reports the partial-sum REQUIRE
