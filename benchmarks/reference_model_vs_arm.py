@@ -28,49 +28,46 @@ otherwise (see below). Columns:
   wrong answer does not pass unnoticed. For MobileNetV2 every op's result is
   compared, in one extra untimed run with all of them as graph outputs.
 
-Measured on the project's 2-core machine (best of 10, quiet, one OpenBLAS
-thread; every row agreed, MobileNetV2 on every op's result, int8 bit for bit):
+Measured on the project's 2-core machine (best of 10, one OpenBLAS thread;
+every row agreed, MobileNetV2 on every op's result, int8 bit for bit):
 
 | graph | ops | Arm ms | ours ms | ours / Arm | run only ms | run only / Arm | TFLite ms |
 | --- | --- | --- | --- | --- | --- | --- | --- |
-| CONV2D 1x64x64x32 -> 64, 3x3 (i8) | 5 | 71.8 | 2.5 | 0.03 | 2.1 | 0.03 | - |
-| MATMUL 256x256x256 (i8) | 3 | 22.2 | 0.5 | 0.02 | 0.4 | 0.02 | - |
-| CONV2D 1x64x64x32 -> 64, 3x3 (f32) | 5 | 245.8 | 6.2 | 0.03 | 6.0 | 0.02 | - |
-| MATMUL 256x256x256 (f32) | 3 | 15.9 | 0.9 | 0.06 | 0.7 | 0.04 | - |
-| attention_block_dynamic_range | 97 | 1.0 | 2.8 | 2.79 | 0.5 | 0.49 | 0.01 |
-| attention_block_float16 | 97 | 1.1 | 2.9 | 2.65 | 0.5 | 0.46 | 0.01 |
-| attention_block_float32 | 97 | 1.1 | 2.9 | 2.75 | 0.5 | 0.46 | 0.01 |
-| attention_block_int16x8 | 230 | 2.1 | 7.2 | 3.41 | 1.0 | 0.46 | 0.05 |
-| attention_block_int8 | 255 | 2.2 | 8.0 | 3.68 | 1.2 | 0.56 | 0.01 |
-| lstm_classifier_dynamic_range | 414 | 6.5 | 11.4 | 1.76 | 1.6 | 0.25 | 0.02 |
-| lstm_classifier_float16 | 414 | 6.4 | 10.8 | 1.67 | 1.6 | 0.25 | 0.02 |
-| lstm_classifier_float32 | 414 | 6.5 | 11.0 | 1.69 | 1.6 | 0.25 | 0.02 |
-| lstm_classifier_int8 | 809 | 22.6 | 24.7 | 1.09 | 3.2 | 0.14 | 0.18 |
-| mobilenet_tiny_dynamic_range | 107 | 7.5 | 4.2 | 0.57 | 1.2 | 0.16 | 0.05 |
-| mobilenet_tiny_float16 | 107 | 7.4 | 4.3 | 0.58 | 1.2 | 0.16 | 0.05 |
-| mobilenet_tiny_float32 | 107 | 7.5 | 4.3 | 0.58 | 1.2 | 0.16 | 0.05 |
-| mobilenet_tiny_int16x8 | 240 | 7.7 | 9.1 | 1.18 | 2.0 | 0.26 | 1.14 |
-| mobilenet_tiny_int8 | 269 | 7.0 | 10.3 | 1.48 | 2.4 | 0.34 | 0.03 |
-| MobileNetV2 224x224 float32 | 183 | 1131.2 | 113.9 | 0.10 | 93.4 | 0.08 | 7.0 |
-| MobileNetV2 224x224 int8 | 457 | 524.0 | 96.9 | 0.18 | 77.8 | 0.15 | 3.2 |
+| CONV2D 1x64x64x32 -> 64, 3x3 (i8) | 5 | 72.21 | 2.35 | 0.03 | 2.56 | 0.04 | - |
+| MATMUL 256x256x256 (i8) | 3 | 22.24 | 0.47 | 0.02 | 0.37 | 0.02 | - |
+| CONV2D 1x64x64x32 -> 64, 3x3 (f32) | 5 | 246.41 | 5.34 | 0.02 | 5.18 | 0.02 | - |
+| MATMUL 256x256x256 (f32) | 3 | 15.97 | 0.79 | 0.05 | 0.69 | 0.04 | - |
+| attention_block_dynamic_range | 97 | 1.02 | 2.09 | 2.05 | 0.46 | 0.45 | 0.01 |
+| attention_block_float16 | 97 | 1.24 | 2.68 | 2.17 | 0.46 | 0.37 | 0.01 |
+| attention_block_float32 | 97 | 1.07 | 2.30 | 2.15 | 0.46 | 0.43 | 0.01 |
+| attention_block_int16x8 | 230 | 1.99 | 5.21 | 2.62 | 0.65 | 0.33 | 0.05 |
+| attention_block_int8 | 255 | 2.24 | 5.62 | 2.51 | 0.72 | 0.32 | 0.01 |
+| lstm_classifier_dynamic_range | 414 | 6.60 | 8.14 | 1.23 | 1.74 | 0.26 | 0.04 |
+| lstm_classifier_float16 | 414 | 6.94 | 9.08 | 1.31 | 2.06 | 0.30 | 0.03 |
+| lstm_classifier_float32 | 414 | 6.62 | 8.98 | 1.36 | 1.55 | 0.23 | 0.02 |
+| lstm_classifier_int8 | 809 | 22.40 | 16.52 | 0.74 | 2.15 | 0.10 | 0.18 |
+| mobilenet_tiny_dynamic_range | 107 | 7.48 | 3.74 | 0.50 | 1.04 | 0.14 | 0.05 |
+| mobilenet_tiny_float16 | 107 | 8.25 | 3.97 | 0.48 | 1.68 | 0.20 | 0.05 |
+| mobilenet_tiny_float32 | 107 | 7.68 | 5.70 | 0.74 | 1.23 | 0.16 | 0.05 |
+| mobilenet_tiny_int16x8 | 240 | 8.23 | 6.42 | 0.78 | 1.18 | 0.14 | 1.14 |
+| mobilenet_tiny_int8 | 269 | 7.07 | 6.31 | 0.89 | 1.25 | 0.18 | 0.03 |
+| MobileNetV2 224x224 float32 | 183 | 1160.87 | 109.43 | 0.09 | 92.22 | 0.08 | 7.32 |
+| MobileNetV2 224x224 int8 | 457 | 528.86 | 60.46 | 0.11 | 45.86 | 0.09 | 3.10 |
 
-("ops" counts constants too.) Large single ops: 16-50x faster than Arm. The
-real MobileNetV2, bytes to outputs like for like: 10x (float32) and 5.4x (int8)
-faster than Arm; there arithmetic dominates (reading and compiling cost about
-20 ms). TFLite's XNNPACK is still 13x (float32) and 25x (int8) faster than our
-compiled run. Once compiled, every graph runs in 0.02-0.56 of the time of
-Arm's load and run.
+("ops" counts constants too.) Two further runs of the mobilenet_tiny rows
+(`--models 'arch/mobilenet_tiny*' --repeat 20`) gave 0.84 and 0.91 (int8),
+0.76 and 0.90 (int16x8), 0.36-0.42 (float flavours): the machine's noise moves
+single rows by 10-20%.
 
-Bytes to outputs on the small zoo models: faster than Arm on every float
-flavour of mobilenet_tiny (0.57-0.58), slower on its int8 (1.48) and int16x8
-(1.18) flavours, on lstm_classifier (1.09-1.76) and attention_block
-(2.65-3.68). There the time is our Python per op, not arithmetic. On
-mobilenet_tiny_int8 (about 10 ms): reading about 3 ms (11 us per op, of which
-131 are constants, plus about 3 us per tensor: building the IR), compiling
-about 3 ms (1.3 ms of it preparing RESCALE and convolutions, 8 us per op of
-generic set-up), running about 2.5 ms; Arm does all of it in about 26 us per
-op, and for tiny tensors (attention_block) in about 9 us. Closing that needs a
-plan built straight from the flatbuffer's records, without the general IR.
+The graphs the goal names (the zoo's MobileNetV2-style mobilenet_tiny, int8 and
+float32, the large single ops) and the real MobileNetV2 run faster than on Arm's
+model, bytes to outputs like for like. On mobilenet_tiny_int8 (about 6 ms):
+reading about 1.8 ms, compiling about 1.5 ms, running about 1.2 ms. Still
+slower than Arm: attention_block (2.1-2.6x) and the float lstm_classifier
+(1.2-1.4x), graphs of many ops on tensors of a few hundred elements, where Arm
+spends about 9 us per op and our reader and compiler still a few microseconds
+of Python per op and tensor. TFLite's XNNPACK is 13x (float32) and 15x (int8)
+faster than our compiled run of the real MobileNetV2.
 
 With numpy's default two OpenBLAS threads, rows with a matrix product were
 10-30x slower at random on the shared machine (a BLAS thread waiting for a
