@@ -669,39 +669,8 @@ class _BlockReader:
             if recipe is None:
                 raise TosaFileError(f"operator enum {op_enum} is not a TOSA 1.0 operator")
             definition, op_name, kind = recipe
-            # Name vectors: one known name is the common case, read here; the others
-            # (and unknown names) by _names_at, which reads the vector again.
-            inputs = outputs = None
-            if inputs_field:
-                at = pos + inputs_field
-                at += _U32(data, at)[0]
-                count = _U32(data, at)[0]
-                if count == 1:
-                    at += 4
-                    at += _U32(data, at)[0]
-                    if at in name_at:
-                        inputs = [name_at[at]]
-                elif not count:
-                    inputs = []
-                if inputs is None:
-                    inputs = _names_at(data, pos + inputs_field, name_at)
-            else:
-                inputs = []
-            if outputs_field:
-                at = pos + outputs_field
-                at += _U32(data, at)[0]
-                count = _U32(data, at)[0]
-                if count == 1:
-                    at += 4
-                    at += _U32(data, at)[0]
-                    if at in name_at:
-                        outputs = [name_at[at]]
-                elif not count:
-                    outputs = []
-                if outputs is None:
-                    outputs = _names_at(data, pos + outputs_field, name_at)
-            else:
-                outputs = []
+            inputs = _names_at(data, pos + inputs_field, name_at) if inputs_field else []
+            outputs = _names_at(data, pos + outputs_field, name_at) if outputs_field else []
             loc = ""
             if location_field:  # the text of the OpLocation table the field points to
                 at = pos + location_field
