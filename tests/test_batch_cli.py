@@ -106,6 +106,8 @@ def test_custom_report_paths(tmp_path, monkeypatch):
     (["zoo", "--shard", "x"], "expected K/N"),
     (["zoo", "--memory-limit", "lots"], "expected a size"),
     (["zoo", "--jobs", "0"], "--jobs"),
+    (["zoo", "--input-range", "5:1"], "LOW must be below HIGH"),
+    (["zoo", "--input-range", "x=a:b"], "is not [NAME=]LOW:HIGH"),
 ])
 def test_usage_errors_exit_2(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

@@ -99,3 +99,21 @@ def test_the_default_job_reports_an_unconvertible_op_and_writes_nothing(tmp_path
                                       "tfl.unknown at main:op0:BUILTIN_215")
     assert result["conversion"]["unsupported"] == 1
     assert not output.exists()
+
+
+def test_input_ranges_reach_validation_for_ops_with_a_domain():
+    # The zoo's int8 DIV divides by zero on inputs drawn from the whole int8 range,
+    # which TFLite itself refuses; inputs drawn from [1, 100] keep every divisor
+    # nonzero, and the model then validates bit exact.
+    model = str(Path(__file__).resolve().parent.parent / "models" / "unit" / "int8" / "div.tflite")
+    unranged = convert_and_validate(model, JobOptions(runs=1))
+    assert unranged["status"] == "error"
+    assert "InputDomainError" in unranged["error"]
+    ranged = convert_and_validate(model, JobOptions(runs=1, input_ranges=("1:100",)))
+    assert ranged["status"] == "pass", ranged["error"]
+    assert ranged["validation"]["verdict"] == "pass"
+
+
+def test_input_ranges_are_part_of_the_options_a_resumed_record_must_match():
+    assert JobOptions().fingerprint()["input_ranges"] == []
+    assert JobOptions(input_ranges=("x=0:1",)).fingerprint()["input_ranges"] == ["x=0:1"]

@@ -34,12 +34,15 @@ class JobOptions:
     disabled: tuple[str, ...] = ()
     runs: int = 3
     seed: int = 0
+    # validate's --input-range texts ([NAME|INDEX=]LOW:HIGH), for every model.
+    input_ranges: tuple[str, ...] = ()
 
     def fingerprint(self) -> dict[str, Any]:
         """The options a model's result depends on (what --resume must match)."""
         data = asdict(self)
         del data["output"]
         data["disabled"] = sorted(self.disabled)
+        data["input_ranges"] = list(self.input_ranges)
         return data
 
 
@@ -81,12 +84,13 @@ def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
 
 def _validate(path: str, options: JobOptions, module: Any, conversion: Any) -> dict[str, Any]:
     from tfl2tosa.errors import Tfl2TosaError
-    from tfl2tosa.validation import validate
+    from tfl2tosa.validation import parse_input_range, validate
 
     start = time.perf_counter()
     try:
+        ranges = dict(parse_input_range(text) for text in options.input_ranges)
         report = validate(path, runs=options.runs, seed=options.seed, module=module,
-                          conversion=conversion)
+                          conversion=conversion, input_ranges=ranges)
     except MemoryError:
         raise
     except Exception as exc:

@@ -50,6 +50,7 @@ class BatchOptions:
     disabled: tuple[str, ...] = ()
     runs: int = 3
     seed: int = 0
+    input_ranges: tuple[str, ...] = ()   # validate's --input-range, for every model
     shard: tuple[int, int] | None = None
     resume: bool = False
     baseline: str | None = None
@@ -60,7 +61,8 @@ class BatchOptions:
 
     def job_options(self, output: str | None) -> JobOptions:
         return JobOptions(output=output, validate=self.validate, fallback=self.fallback,
-                          disabled=tuple(self.disabled), runs=self.runs, seed=self.seed)
+                          disabled=tuple(self.disabled), runs=self.runs, seed=self.seed,
+                          input_ranges=tuple(self.input_ranges))
 
     def limits(self) -> dict[str, Any]:
         return {"timeout_s": self.timeout, "memory_limit_bytes": self.memory_limit}
@@ -97,6 +99,21 @@ class BatchResult:
     written: dict[str, str]       # "json" / "junit" / "markdown" -> path
 
 
+def _check_input_ranges(texts: tuple[str, ...]) -> None:
+    """Refuse a malformed --input-range before any worker starts (each job parses
+    them again: workers get the texts, as the report records them)."""
+    if not texts:
+        return
+    from tfl2tosa import errors
+    from tfl2tosa.validation import parse_input_range
+
+    for text in texts:
+        try:
+            parse_input_range(text)
+        except errors.UsageError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def run_batch(options: BatchOptions, *, job: Job | None = None,
               download: Downloader = kagglehub_download,
               listener: Listener | None = None) -> BatchResult:
@@ -104,6 +121,7 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
     listener = listener or _Silent()
     if options.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    _check_input_ranges(options.input_ranges)
     baseline = _load_baseline(options.baseline)
     out = Path(options.out_dir)
     discovery = discover(options.inputs, root=options.root, exclude=out, download=download)

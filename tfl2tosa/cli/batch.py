@@ -54,6 +54,10 @@ def batch_command(
     disable: list[str] = typer.Option([], "--disable", help="Switch a pattern off (by label)."),
     runs: int = typer.Option(3, "--runs", min=1, help="Random inputs per validation."),
     seed: int = typer.Option(0, "--seed"),
+    input_range: list[str] = typer.Option(
+        [], "--input-range",
+        help="As validate's, for every model: draw inputs from a real-valued range "
+             "[NAME|INDEX=]LOW:HIGH (no name: every input)."),
     baseline: Path = typer.Option(None, "--baseline", help="A previous report.json: fail "
                                   "only on regressions against it."),
     shard: str = typer.Option(None, "--shard", help="K/N: process only the K-th of N "
@@ -80,6 +84,7 @@ def batch_command(
             inputs=list(inputs), out_dir=str(out), jobs=jobs, timeout=timeout or None,
             memory_limit=parse_size(memory_limit), validate=not no_validate,
             fallback=not no_fallback, disabled=tuple(disable), runs=runs, seed=seed,
+            input_ranges=tuple(input_range),
             shard=parse_shard(shard) if shard else None, resume=resume,
             baseline=str(baseline) if baseline else None, root=str(root) if root else None,
             json_path=str(json_path) if json_path else None,
