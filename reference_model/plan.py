@@ -17,7 +17,7 @@ and when an op-by-op run would (an op in a branch never taken never fails).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 

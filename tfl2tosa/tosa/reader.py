@@ -76,18 +76,6 @@ class _Table:
     # field is absent) instead of sharing a helper: a model has thousands of fields,
     # and a call per field was a visible part of reading it.
 
-    def positions(self, slots: tuple[int, ...]) -> list[int]:
-        """Each field's absolute position (0 if absent), for reading many fields of a
-        table at once with the `_at` helpers below."""
-        offsets, pos = self.offsets, self.pos
-        count = len(offsets)
-        return [pos + offsets[slot] if slot < count and offsets[slot] else 0
-                for slot in slots]
-
-    def has(self, slot: int) -> bool:
-        offsets = self.offsets
-        return slot < len(offsets) and offsets[slot] != 0
-
     def scalar(self, slot: int, unpack: Any, default: Any = 0) -> Any:
         offsets = self.offsets
         offset = offsets[slot] if slot < len(offsets) else 0
@@ -137,15 +125,6 @@ class _Table:
         offset = offsets[slot] if slot < len(offsets) else 0
         return self.pos + offset if offset else 0
 
-    def ints(self, slot: int) -> list[int] | None:
-        """A vector of int32 as a list; None if absent (cheaper than numpy for the few
-        values of a shape or an attribute)."""
-        at = self._target(slot)
-        if not at:
-            return None
-        count = _U32(self.data, at)[0]
-        return list(struct.unpack_from(f"<{_checked(count, self.data)}i", self.data, at + 4))
-
     def array(self, slot: int, dtype: str) -> np.ndarray | None:
         """A vector of scalars as a read-only numpy view of the buffer; None if absent."""
         at = self._target(slot)
@@ -183,18 +162,6 @@ def _field_offsets(data: bytes, pos: int, slots: tuple[int, ...],
         offsets = struct.unpack_from(f"<{count}H", data, vtable + 4)
         found = cache[vtable] = tuple(offsets[slot] if slot < count else 0 for slot in slots)
     return found
-
-
-def _text_in_table_at(data: bytes, field: int, slot: int,
-                      vtables: dict[int, tuple[int, ...]]) -> str:
-    """A string field (`slot`) of the table an offset field at `field` points to ("" if
-    either is absent): an operator's location without a _Table for it."""
-    if not field:
-        return ""
-    at = field + _U32(data, field)[0]
-    offsets = _vtable_offsets(data, at, vtables)
-    offset = offsets[slot] if slot < len(offsets) else 0
-    return _text_at(data, at + offset) if offset else ""
 
 
 def _strings_at(data: bytes, field: int) -> list[str]:
