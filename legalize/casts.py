@@ -142,11 +142,13 @@ def _float_convert(rw: Rewriter, x: Value, result: object) -> Value:
 
 
 @pattern("tfl.dequantize", label="dequantize_constant", kind="integer",
-         types=("i8", "u8", "i16"))
+         types=("i8", "u8", "i16", "i4"))
 def dequantize_constant(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """DEQUANTIZE of a quantized constant (int8 weights of dynamic-range models),
-    folded at conversion time as TFLite computes it: float(double(scale) *
-    (q - zero_point)) (reference_ops::Dequantize), per axis where quantized so."""
+    """DEQUANTIZE of a quantized constant (the int8 or int4 weights of weight-only
+    models), folded once at conversion as TFLite computes it: float(double(scale)
+    * (q - zero_point)) (reference_ops::Dequantize; int4 is unpacked to int8
+    first). Per axis TFLite multiplies in float32, (q - zp[c]) * scale[c]
+    (PerChannelDequantize), which rounds the exact product once, as here."""
     failure = require_static(op)
     if failure is not None:
         return failure
@@ -155,9 +157,8 @@ def dequantize_constant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     q = element(x)
     if array is None or not is_quantized(q):
         return Failure("DEQUANTIZE of a non-constant or non-quantized input")
-    if getattr(x.owner, "attrs", {}).get("packed_int4") or \
-            getattr(x.owner, "attrs", {}).get("sparsity") is not None:
-        return Failure("DEQUANTIZE of a packed int4 or sparse constant")
+    if getattr(x.owner, "attrs", {}).get("sparsity") is not None:
+        return Failure("DEQUANTIZE of a sparse constant")
     values = np.asarray(array).astype(np.int64)
     shape = tensor_type(x).shape
     if isinstance(q, UniformQuantized):

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from legalize.fallback import lower_through_float
 from legalize.registry import patterns_for
-from tfl2tosa.ir.core import Graph, Module, Op
+from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
-from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized
+from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized, storage_type
 
 
 # Ops that have no lowering of their own: consumers read them, DCE removes them.
@@ -33,6 +33,7 @@ class OpOutcome:
     path: str           # "integer" | "float" | "fallback" | "unsupported"
     pattern: str = ""   # label of the pattern that lowered it
     reason: str = ""    # why it was not lowered (unsupported), or why it fell back
+    weights: str = ""   # how quantized constant weights were taken (`weight_form`)
 
 
 @dataclass
@@ -73,6 +74,32 @@ def _float_results(op: Op) -> bool:
                and v.type.element.is_float for v in op.results)
 
 
+def _constant_storage(value: Value) -> str | None:
+    """The storage type name of a quantized constant operand, else None."""
+    owner, t = value.owner, value.type
+    if owner is None or owner.name != "tosa.const" or not isinstance(t, TensorType) \
+            or not is_quantized(t.element):
+        return None
+    return storage_type(t.element).name
+
+
+def weight_form(op: Op, created: list[Op]) -> str:
+    """How a lowered op took its quantized constant operands, for the report:
+    "dequantized-constant" (a DEQUANTIZE of a constant folded to float once at
+    conversion), "int4" (int4 weights kept as TOSA i4, EXT-INT4), "int4-as-int8"
+    (int4 weights widened to i8, the same integers), or "" (nothing to say)."""
+    storages = {_constant_storage(v) for v in op.operands} - {None}
+    if not storages:
+        return ""
+    if op.name == "tfl.dequantize" and _float_results(op):
+        return "dequantized-constant"
+    if "i4" not in storages:
+        return ""
+    kept = any(o.name == "tosa.const" and storage_type(o.result.type.element).name == "i4"
+               for o in created)
+    return "int4" if kept else "int4-as-int8"
+
+
 def legalize(module: Module, *, fallback: bool = True,
              disabled: frozenset[str] | set[str] = frozenset()) -> LegalizeResult:
     """Lower every `tfl` op in place; unlowerable ops stay and are reported."""
@@ -110,10 +137,11 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             reasons.append(values.reason if isinstance(values, Failure)
                            else f"{entry.label} does not apply")
             continue
+        weights = weight_form(op, new_ops[mark:])
         replace_op(graph, op, list(values))
         # Hybrid ops (quantized constant weights, float activations) compute in float.
         path = "integer" if quantized and not _float_results(op) else "float"
-        return OpOutcome(op.name, op.loc, types, path, entry.label)
+        return OpOutcome(op.name, op.loc, types, path, entry.label, weights=weights)
     if not reasons:
         reasons.append("no lowering for this op" if op.name != "tfl.unknown"
                        else f"unknown TFLite operator {op.attrs.get('op_name', '')}".strip())

@@ -34,9 +34,11 @@ class Registered:
     types: tuple[str, ...]
 
 
-# Coverage-table columns: float32, float16, int32, bool; int8, uint8, int16x8.
+# Coverage-table columns: float32, float16, int32, bool; int8, uint8, int16x8;
+# int4 weights (declared only by the patterns that read int4 constants).
 FLOAT_COLUMNS = ("f32", "f16", "i32", "bool")
 QUANTIZED_COLUMNS = ("i8", "u8", "i16")
+WEIGHT_COLUMNS = ("i4",)
 DEFAULT_TYPES = {"float": ("f32", "f16"), "integer": ("i8", "u8"),
                  "any": FLOAT_COLUMNS + QUANTIZED_COLUMNS}
 
@@ -55,7 +57,7 @@ def pattern(*op_names: str, kind: str = "float", label: str | None = None,
     if kind not in KINDS:
         raise ValueError(f"pattern kind must be one of {KINDS}, not {kind!r}")
     types = DEFAULT_TYPES[kind] if types is None else tuple(types)
-    unknown = set(types) - set(FLOAT_COLUMNS + QUANTIZED_COLUMNS)
+    unknown = set(types) - set(FLOAT_COLUMNS + QUANTIZED_COLUMNS + WEIGHT_COLUMNS)
     if unknown:
         raise ValueError(f"unknown coverage columns {sorted(unknown)}")
 

@@ -15,7 +15,7 @@ import pytest
 
 from tfl2tosa.errors import VerificationError
 from tfl2tosa.ir import Builder, Graph, Module, ShapeType, TensorType, Value
-from tfl2tosa.ir.types import bf16, f16, f32, i1, i8, i16, i32, i48
+from tfl2tosa.ir.types import bf16, f16, f32, i1, i4, i8, i16, i32, i48
 from tfl2tosa.tosa import build as tb
 from tfl2tosa.tosa import verify
 
@@ -33,10 +33,11 @@ def make(build: Callable[..., Value | list[Value]], *input_types: TensorType) ->
 
 
 def conv2d(b: Builder, x: Value, out: TensorType, weight_shape=(4, 3, 3, 3), *,
-           element=i8, weight_element=i8, zp=0, acc="INT32", **attrs) -> Value:
+           element=i8, weight_element=i8, zp=0, acc="INT32", weight_values=0,
+           **attrs) -> Value:
     attrs = {"pad": [1, 1, 1, 1], "stride": [1, 1], "dilation": [1, 1], "acc_type": acc,
              **attrs}
-    w = tb.const(b, np.zeros(weight_shape, np.int8), weight_element)
+    w = tb.const(b, np.full(weight_shape, weight_values, np.int8), weight_element)
     bias = tb.const(b, np.zeros((weight_shape[0],), np.int64), out.element)
     return tb.op(b, "tosa.conv2d", [x, w, bias, tb.zero_point(b, zp, element),
                                     tb.zero_point(b, 0, weight_element)], out, **attrs)
@@ -310,6 +311,10 @@ CASES = [
     ("const_values_shape",
      lambda b: b.op("tosa.const", [], T((2, 2), f32), values=np.zeros(3, np.float32)),
      [], "tosa.const", "values shape must be [2, 2]", {}),
+    # TOSA's int4_t is [-7, 7] (number formats); -8 fits the bits but not the type.
+    ("const_int4_minus_eight",
+     lambda b, x: conv2d(b, x, T((1, 4, 4, 4), i32), weight_element=i4, weight_values=-8),
+     [T((1, 4, 4, 3), i8)], "tosa.const", "int4 values must be in -7..7", {}),
     ("const_shape_rank",
      lambda b, x: b.op("tosa.reshape", [x, b.op("tosa.const_shape", [], ShapeType(2),
                                                  values=[6])], T((6,), f32)),

@@ -32,12 +32,14 @@ DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
 
 @dataclass
 class ConversionReport:
-    """Per model: ops in and out, which path each op took, errors, timings."""
+    """Per model: ops in and out, which path each op took, errors, timings, and
+    the TOSA extensions the output needs beyond its profiles."""
 
     model: str
     ops_in: dict[str, int] = field(default_factory=dict)
     ops_out: dict[str, int] = field(default_factory=dict)
     outcomes: list[dict[str, str]] = field(default_factory=list)
+    extensions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -128,10 +130,12 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     if verify:
         from tfl2tosa.tosa.verify import verify as verify_tosa
 
-        kwargs: dict[str, Any] = {"profile": profiles}
+        needed: set[str] = set()
+        kwargs: dict[str, Any] = {"profile": profiles, "needed": needed}
         if extensions is not None:
             kwargs["extensions"] = extensions
         _timed(report, "verify", verify_tosa, module, **kwargs)
+        report.extensions = sorted(needed)
     report.ops_out = op_counts(module)
     return module, report
 

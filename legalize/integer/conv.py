@@ -1,6 +1,8 @@
 """Integer patterns for the convolution family: CONV_2D, DEPTHWISE_CONV_2D,
 FULLY_CONNECTED with int8 weights and int8 activations (int32 bias) or int16
-activations ("16x8", int64 or int32 bias).
+activations ("16x8", int64 or int32 bias), and int4 weights with int8
+activations (TFLite unpacks them to int8 and runs the same kernels; TOSA's
+EXT-INT4 convolutions take them as i4, `weight_storage`).
 
 TFLite's kernels (reference_integer_ops::ConvPerChannel, DepthwiseConvPerChannel,
 FullyConnected[PerChannel]) accumulate `(x - zp_in) * (w - zp_w)` (int32 for
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from legalize.common import with_fused_activation
+from legalize.common import constant_value, with_fused_activation
 from legalize.integer.support import (
     ACC_TYPE,
     accumulator_bias,
@@ -46,7 +48,16 @@ from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import ScalarType, TensorType, UniformQuantized, i32, i48, storage_type
+from tfl2tosa.ir.types import (
+    ScalarType,
+    TensorType,
+    UniformQuantized,
+    i4,
+    i8,
+    i32,
+    i48,
+    storage_type,
+)
 from tfl2tosa.tosa import build
 
 # Input type, output type, weight tensor type, accumulator type.
@@ -55,15 +66,30 @@ ConvOperands = tuple[UniformQuantized, UniformQuantized, TensorType, ScalarType]
 
 def conv_operands(op: Op, weight_index: int, input_index: int = 0) -> ConvOperands | Failure:
     """Input and output per-tensor types (both int8 or both int16), the int8
-    weight tensor type, and the accumulator type (i32 or i48)."""
+    (or, with int8 activations, int4) weight tensor type, and the accumulator
+    type (i32 or i48)."""
     elements = require_one_storage(op, [op.operands[input_index], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
     weights = tensor_type(op.operands[weight_index])
-    if weights is None or storage_type(weights.element).name != "i8" or \
+    storages = ("i8", "i4") if elements[0].storage.bits == 8 else ("i8",)
+    if weights is None or storage_type(weights.element).name not in storages or \
             static_shape(op.operands[weight_index]) is None:
-        return Failure(f"{op.name}: weights are not a static int8 quantized tensor")
+        return Failure(f"{op.name}: weights are not a static {' or '.join(storages)} "
+                       "quantized tensor")
     return elements[0], elements[1], weights, accumulator_type(elements[0])
+
+
+def weight_storage(value: Value, weights: TensorType) -> ScalarType:
+    """The TOSA element type of the weights: int4 constants stay i4 (EXT-INT4's
+    "signed 8x4" convolutions) unless one of them is -8, which TOSA's int4_t
+    excludes (its range is [-7, 7]); those are widened to i8, which gives the
+    same accumulator (PRO-INT's 8x8)."""
+    storage = storage_type(weights.element)
+    if storage != i4:
+        return storage
+    array = constant_value(value)
+    return i8 if array is None or (array.size and int(array.min()) < -7) else i4
 
 
 def _channel_scales(op: Op, x: UniformQuantized, out: UniformQuantized,
@@ -75,11 +101,14 @@ def _channel_scales(op: Op, x: UniformQuantized, out: UniformQuantized,
     return [x.scale * s / out.scale for s in scales]
 
 
-def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType) -> list[Value] | Failure:
+def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType,
+                 storage: ScalarType) -> list[Value] | Failure:
     w_zp = weight_zero_point(weights.element)
     if isinstance(w_zp, Failure):
         return w_zp
-    return [build.zero_point(rw, x.zero_point, x), build.zero_point(rw, w_zp, weights.element)]
+    if storage == i4 and w_zp != 0:
+        return Failure(f"int4 weights with zero point {w_zp} (TOSA's int4 weight_zp is 0)")
+    return [build.zero_point(rw, x.zero_point, x), build.zero_point(rw, w_zp, storage)]
 
 
 def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: Value,
@@ -92,11 +121,12 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
     channels = acc_shape[-1]
     scales = _channel_scales(op, x_type, out_type, weights, channels)
     bias = accumulator_bias(rw, op, bias_index, channels, acc_element)
-    zero_points = _zero_points(rw, x_type, weights)
+    storage = weight_storage(op.operands[1], weights)
+    zero_points = _zero_points(rw, x_type, weights, storage)
     for checked in (scales, bias, zero_points):
         if isinstance(checked, Failure):
             return checked
-    filter_ = weight_operand(rw, op.operands[1], filter_shape)
+    filter_ = weight_operand(rw, op.operands[1], filter_shape, storage)
     if isinstance(filter_, Failure):
         return filter_
     acc = build.op(rw, tosa_name, [x, filter_, bias, *zero_points],
@@ -134,7 +164,7 @@ def _windowed(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, kern
     return scaled_output(rw, op, acc, scales, operands[1])
 
 
-@pattern("tfl.conv_2d", kind="integer", label="conv_2d_int", types=("i8", "i16"))
+@pattern("tfl.conv_2d", kind="integer", label="conv_2d_int", types=("i8", "i16", "i4"))
 @integer_pattern
 def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CONV2D (i8 x i8 -> i32 or i16 x i8 -> i48, OHWI filter as TOSA) + per-channel
@@ -151,7 +181,7 @@ def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 
 @pattern("tfl.depthwise_conv_2d", kind="integer", label="depthwise_conv_2d_int",
-         types=("i8", "i16"))
+         types=("i8", "i16", "i4"))
 @integer_pattern
 def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """DEPTHWISE_CONV2D on the filter [1, KH, KW, C*M] reshaped to TOSA's
@@ -169,7 +199,7 @@ def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
-         types=("i8", "i16"))
+         types=("i8", "i16", "i4"))
 @integer_pattern
 def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A 1x1 CONV2D over [rows, 1, 1, IC] with the [OC, IC] weights as [OC, 1, 1, IC]

@@ -141,10 +141,11 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
     return bias if len(t.shape) == 1 else build.reshape(rw, bias, (channels,))
 
 
-def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None
-                   ) -> Value | Failure:
+def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None,
+                   storage: ScalarType | None = None) -> Value | Failure:
     """Integer weights (or any quantized operand whose scale the RESCALE applies)
-    as a plain storage-typed constant, optionally reshaped.
+    as a plain storage-typed constant (of `storage` if given: int4 values held
+    as i8), optionally reshaped.
 
     The quantization lives in the RESCALE multipliers, so the TOSA constant
     needs none (and a per-axis type would not survive a reshape). Run-time
@@ -161,6 +162,5 @@ def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = Non
         if isinstance(t.element, UniformQuantizedPerAxis):
             return Failure(f"{value.name}: run-time per-axis weights that need a reshape")
         return build.reshape(rw, value, target)
-    if value.owner is not None and value.owner.attrs.get("packed_int4"):
-        return Failure(f"{value.name}: packed int4 weights are not supported")
-    return build.const(rw, np.ascontiguousarray(array.reshape(target)), storage_type(t.element))
+    element = storage_type(t.element) if storage is None else storage
+    return build.const(rw, np.ascontiguousarray(array.reshape(target)), element)

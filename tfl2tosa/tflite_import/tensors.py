@@ -242,6 +242,22 @@ def constant_array(info: TensorInfo, buffers: Buffers, what: str) -> tuple[np.nd
     return _read_only(array), {}
 
 
+def unpack_int4(packed: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The signed int4 values of TFLite's packed storage as an int8 array of `shape`.
+
+    Two values a byte, element 2k in the low nibble and 2k+1 in the high one
+    (tensor_utils::UnpackDenseInt4IntoInt8); an odd count leaves the last
+    high nibble unused. Each nibble is sign-extended from 4 bits.
+    """
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    data = np.asarray(packed, dtype=np.uint8).reshape(-1)[:(count + 1) // 2]
+    nibbles = np.empty(2 * data.size, dtype=np.uint8)
+    nibbles[0::2] = data & 0x0F
+    nibbles[1::2] = data >> 4
+    values = nibbles[:count].astype(np.int8)
+    return np.where(values > 7, values - 16, values).astype(np.int8).reshape(shape)
+
+
 def _check_buffer_size(size: int, needed: int, what: str) -> None:
     # TFLite accepts a read-only buffer at least as large as the shape needs.
     if size < needed:

@@ -91,12 +91,14 @@ def enabled_features(profile: str | Iterable[str],
 
 def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "PRO-FP"),
            extensions: Iterable[str] = DEFAULT_EXTENSIONS, *,
-           raise_on_error: bool = True) -> list[Violation]:
+           raise_on_error: bool = True, needed: set[str] | None = None) -> list[Violation]:
     """Report every TOSA 1.0 violation in `module`; raise VerificationError if any.
 
     `profile` and `extensions` select which type modes are allowed (an
     extension counts only together with a profile it is defined for). By
-    default every extension but EXT-DYNAMIC is enabled.
+    default every extension but EXT-DYNAMIC is enabled. `needed`, if given,
+    receives the extensions the graph's type modes cannot do without (a mode
+    no profile provides, e.g. EXT-INT4's "signed 8x4" convolutions).
     """
     if isinstance(module, Graph):
         graph, module = module, Module()
@@ -104,6 +106,8 @@ def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "P
     checker = _Checker(module, enabled_features(profile, extensions))
     for graph in module.graphs.values():
         checker.check_graph(graph)
+    if needed is not None:
+        needed.update(checker.needed)
     violations = checker.violations
     if violations and raise_on_error:
         lines = [str(v) for v in violations[:MESSAGE_VIOLATIONS]]
@@ -124,6 +128,7 @@ class _Checker:
         self.enabled = enabled
         self.dynamic = "EXT-DYNAMIC" in enabled
         self.violations: list[Violation] = []
+        self.needed: set[str] = set()
         self.variables = {op.attrs.get("name"): op for _, op in module.ops()
                           if op.name == "tosa.variable"}
 
@@ -157,6 +162,8 @@ class _Checker:
         c.check_arg_kinds()
         c.check_constants()
         c.mode = c.check_types()
+        if c.mode is not None and not any(p.startswith("PRO-") for p in c.mode.profiles):
+            self.needed.update(p for p in c.mode.profiles if p in self.enabled)
         rule = SHAPE_RULES.get(opdef.name)
         if rule is not None and not c.failed_attrs:
             rule(c)

@@ -506,6 +506,11 @@ def _const(c: OpCheck) -> None:
     out = c.out_shape()
     if isinstance(values, np.ndarray) and out is not None:
         c.expect_shape("values", tuple(values.shape), out)
+    # int4_t is [-7, 7]: TOSA's number formats exclude -8 (Arm's reference model
+    # reads it as another value).
+    if c.types.get("out_t") == "i4" and isinstance(values, np.ndarray) and values.size \
+            and int(values.min()) < -7:
+        c.error("int4 values must be in -7..7 (int4_t excludes -8)")
 
 
 @rule("CONST_SHAPE")
