@@ -21,13 +21,12 @@ import numpy as np
 
 from legalize.common import constant_value, element, require_float, require_static, tensor_type
 from legalize.elementwise import Elementwise, elementwise_for, first_failure
+from legalize.quantized import dequantized
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
     ScalarType,
-    UniformQuantized,
-    UniformQuantizedPerAxis,
     f16,
     f32,
     i1,
@@ -159,19 +158,9 @@ def dequantize_constant(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure("DEQUANTIZE of a non-constant or non-quantized input")
     if getattr(x.owner, "attrs", {}).get("sparsity") is not None:
         return Failure("DEQUANTIZE of a sparse constant")
-    values = np.asarray(array).astype(np.int64)
-    shape = tensor_type(x).shape
-    if isinstance(q, UniformQuantized):
-        scale = np.float64(q.scale)
-        zero_point = np.int64(q.zero_point)
-    else:
-        assert isinstance(q, UniformQuantizedPerAxis)
-        broadcast = [1] * len(shape)
-        broadcast[q.axis] = len(q.scales)
-        scale = np.asarray(q.scales, dtype=np.float64).reshape(broadcast)
-        zero_point = np.asarray(q.zero_points, dtype=np.int64).reshape(broadcast)
     target = element(result)
     if is_quantized(target) or not target.is_float:
         return Failure(f"DEQUANTIZE to {target}")
-    real = (scale * (values - zero_point)).astype(np.float32).astype(numpy_dtype(target))
+    shape = tensor_type(x).shape
+    real = dequantized(np.asarray(array).reshape(shape), q).astype(numpy_dtype(target))
     return [build.const(rw, real.reshape(shape), target)]

@@ -28,6 +28,7 @@ from legalize.common import (
     tensor_type,
     with_fused_activation,
 )
+from legalize.quantized import dequantized
 from legalize.registry import pattern
 from legalize.window import (
     conv_window,
@@ -70,18 +71,6 @@ def require_float_activations(op: Op, weights: Sequence[int] = ()) -> Failure | 
         if is_quantized(tensor_type(value).element):
             return Failure(f"{op.name}: quantized result needs the integer path")
     return require_static(op)
-
-
-def dequantized(array: np.ndarray, element: ElementType) -> np.ndarray:
-    """`(q - zp) * scale` as float32 (per tensor or along the quantized axis)."""
-    q = np.asarray(array, dtype=np.float64)
-    if isinstance(element, UniformQuantized):
-        return ((q - element.zero_point) * element.scale).astype(np.float32)
-    shape = [1] * q.ndim
-    shape[element.axis] = len(element.scales)
-    scales = np.asarray(element.scales, dtype=np.float64).reshape(shape)
-    zero_points = np.asarray(element.zero_points, dtype=np.float64).reshape(shape)
-    return ((q - zero_points) * scales).astype(np.float32)
 
 
 def float_weights(rw: Rewriter, value: Value, element: ElementType) -> Value | Failure:

@@ -124,10 +124,30 @@ def _legalize_graph(graph: Graph, fallback: bool, disabled: frozenset[str],
     graph.ops = new_ops
 
 
+# The TFLite kernels that unpack int4 operands before reading them (TF 2.20).
+# Others read the packed bytes as int8 (TRANSPOSE_CONV) or refuse them at
+# Prepare (BATCH_MATMUL): no TOSA graph computes what they do with the values.
+INT4_READERS = frozenset({"tfl.conv_2d", "tfl.depthwise_conv_2d", "tfl.fully_connected",
+                          "tfl.dequantize", "tfl.embedding_lookup"})
+
+
+def _int4_refusal(op: Op) -> str | None:
+    if op.name in INT4_READERS or not any(
+            isinstance(v.type, TensorType) and storage_type(v.type.element).name == "i4"
+            for v in op.operands):
+        return None
+    return (f"an int4 operand: TFLite's {op.name.split('.', 1)[1].upper()} kernel does not "
+            "unpack int4 values (only CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, "
+            "DEQUANTIZE and EMBEDDING_LOOKUP do)")
+
+
 def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
               disabled: frozenset[str]) -> OpOutcome:
     quantized = is_quantized_op(op)
     types = element_signature(op)
+    refusal = _int4_refusal(op)
+    if refusal is not None:
+        return OpOutcome(op.name, op.loc, types, "unsupported", "", refusal)
     reasons: list[str] = []
     for entry in patterns_for(op.name, disabled):
         mark = len(new_ops)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import constant_value
+from legalize.quantized import dequantized
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since
 from tfl2tosa.ir.types import (
     TensorType,
-    UniformQuantized,
     expressed_type,
     is_quantized,
     numpy_dtype,
@@ -45,16 +45,8 @@ def _dequantized(rw: Rewriter, value: Value) -> Value:
     float_type = _float_type(value)
     if array is None or not float_type.is_static:
         return rw.op("quant.dcast", [value], float_type)
-    q = value.type.element
-    if isinstance(q, UniformQuantized):
-        scale, zero_point = np.float64(q.scale), np.float64(q.zero_point)
-    else:  # per axis: scales and zero points along q.axis
-        shape = [1] * len(float_type.shape)
-        shape[q.axis] = len(q.scales)
-        scale = np.asarray(q.scales, dtype=np.float64).reshape(shape)
-        zero_point = np.asarray(q.zero_points, dtype=np.float64).reshape(shape)
-    stored = np.asarray(array, dtype=np.float64).reshape(float_type.shape)
-    real = (scale * (stored - zero_point)).astype(np.float32)
+    stored = np.asarray(array).reshape(float_type.shape)
+    real = dequantized(stored, value.type.element)
     return build.const(rw, real.astype(numpy_dtype(float_type.element)), float_type.element)
 
 

@@ -12,6 +12,7 @@ is bit exact with them (facts: shared/research/LEGALIZATION.md, section 2).
 - Fused activation bounds: `quantize_scalar` (used by legalize.common.fused_activation).
 - TABLE contents: `table_i8` (TFLite `LUTPopulateInt8`) and `table_i16`
   (TFLite `LUTPopulateInt16`).
+- Constants: `dequantized` (TFLite's DEQUANTIZE of stored integers).
 - MEAN: `mean_multiplier` (the 1/N folding of TFLite's integer mean).
 - gemmlowp fixed point (scalar emulation) and SOFTMAX: `exp_on_negative_values`,
   `softmax_input_scaling`, `softmax_exp` (contents of the softmax tables).
@@ -42,10 +43,32 @@ from tfl2tosa.ir.types import (
     ElementType,
     TensorType,
     UniformQuantized,
+    UniformQuantizedPerAxis,
     i32,
     storage_type,
 )
 from tfl2tosa.tosa import build
+
+
+def dequantized(array: np.ndarray, element: ElementType) -> np.ndarray:
+    """TFLite's DEQUANTIZE of stored integers `array`: `scale * (q - zero_point)`
+    as float32, per tensor or along the quantized axis.
+
+    TFLite computes `float(double(scale) * (q - zp))` per tensor
+    (reference_ops::Dequantize) and `(q - zp[c]) * scale[c]` in float32 per
+    channel (PerChannelDequantize). The product of a float32 scale and an
+    integer below 2^29 is exact in double, so both round it once, as here.
+    """
+    q = np.asarray(array, dtype=np.float64)
+    if isinstance(element, UniformQuantized):
+        return (np.float64(element.scale) * (q - element.zero_point)).astype(np.float32)
+    if not isinstance(element, UniformQuantizedPerAxis):
+        raise TypeError(f"{element} is not a quantized type")
+    shape = [1] * q.ndim
+    shape[element.axis] = len(element.scales)
+    scales = np.asarray(element.scales, dtype=np.float64).reshape(shape)
+    zero_points = np.asarray(element.zero_points, dtype=np.float64).reshape(shape)
+    return (scales * (q - zero_points)).astype(np.float32)
 
 
 class UnsupportedScale(ConversionError):

@@ -23,6 +23,7 @@ from conftest import TfliteBuilder
 from e2e import check_model
 from tflite_ref import reference_outputs, write_model
 
+from tfl2tosa.errors import ConversionError
 from tfl2tosa.pipeline import convert
 from tfl2tosa.tflite_import.tensors import unpack_int4
 
@@ -57,22 +58,29 @@ def _scales(rng: np.random.Generator, count: int) -> list[float]:
 # int8 activations x int4 weights: the integer path
 
 
+# Activation storage -> (type, input scale, input zero point, output scale, bias type).
+_ACTIVATIONS = {8: ("INT8", 0.03, -5, 0.25, "INT32", np.int32),
+                16: ("INT16", 2.0 ** -10, 0, 2.0 ** -8, "INT64", np.int64)}
+
+
 def fully_connected_int4(tmp_path: Path, *, per_channel: bool = True, low: int = -7,
                          rows: int = 3, depth: int = 24, units: int = 6, bias: bool = True,
-                         seed: int = 0) -> Path:
+                         bits: int = 8, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     b = TfliteBuilder()
+    act, s_in, zp_in, s_out, bias_type, bias_dtype = _ACTIVATIONS[bits]
+    zp_out = 3 if bits == 8 else 0
     q = _weights(rng, (units, depth), low)
     scales = _scales(rng, units if per_channel else 1)
-    x = b.tensor([rows, depth], "INT8", "x", scale=[0.03], zero_point=[-5])
+    x = b.tensor([rows, depth], act, "x", scale=[s_in], zero_point=[zp_in])
     w = b.tensor([units, depth], "INT4", "w", data=pack_int4(q), scale=scales,
                  zero_point=[0] * len(scales))
     inputs = [x, w, -1]
     if bias:
-        inputs[2] = b.tensor([units], "INT32", "b",
-                             data=rng.integers(-800, 800, units).astype(np.int32),
-                             scale=[0.03 * s for s in scales], zero_point=[0] * len(scales))
-    y = b.tensor([rows, units], "INT8", "y", scale=[0.25], zero_point=[3])
+        inputs[2] = b.tensor([units], bias_type, "b",
+                             data=rng.integers(-800, 800, units).astype(bias_dtype),
+                             scale=[s_in * s for s in scales], zero_point=[0] * len(scales))
+    y = b.tensor([rows, units], act, "y", scale=[s_out], zero_point=[zp_out])
     b.op("FULLY_CONNECTED", inputs, [y], options=b.options("FullyConnectedOptions"))
     b.io([x], [y])
     return write_model(b, tmp_path / "fc_int4.tflite")
@@ -113,6 +121,7 @@ INTEGER_CASES = [
                  id="fc_int4_per_tensor_no_bias"),
     pytest.param(fully_connected_int4, {"low": -8, "depth": 33}, "int4-as-int8",
                  id="fc_int4_with_minus8_odd_depth"),
+    pytest.param(fully_connected_int4, {"bits": 16}, "int4-as-int8", id="fc_16x4"),
     pytest.param(conv_2d_int4, {}, "int4", id="conv2d_int4_relu"),
     pytest.param(conv_2d_int4, {"low": -8, "stride": 2}, "int4-as-int8",
                  id="conv2d_int4_with_minus8_stride2"),
@@ -229,3 +238,41 @@ def test_dequantized_constant_equals_tflite_dequantize(tmp_path: Path) -> None:
               if op.name == "tosa.const" and op.result.type.shape == (3, 5)]
     assert len(folded) == 1
     assert np.array_equal(np.asarray(folded[0]).view(np.uint32), tflite.view(np.uint32))
+
+
+def test_int4_transpose_conv_refused_by_name(tmp_path: Path) -> None:
+    """TFLite's TRANSPOSE_CONV reads int4 filters' packed bytes as int8 (its
+    result differs from the same model with the filter stored as int8): no
+    lowering reproduces that, so the op is refused with the reason."""
+    rng = np.random.default_rng(3)
+    b = TfliteBuilder()
+    q = _weights(rng, (4, 3, 3, 2), -7)
+    out_shape = b.tensor([4], "INT32", "output_shape", data=np.array([1, 8, 8, 4], np.int32))
+    w = b.tensor([4, 3, 3, 2], "INT4", "w", data=pack_int4(q), scale=_scales(rng, 4),
+                 zero_point=[0] * 4)
+    x = b.tensor([1, 4, 4, 2], "INT8", "x", scale=[0.02], zero_point=[0])
+    y = b.tensor([1, 8, 8, 4], "INT8", "y", scale=[0.05], zero_point=[0])
+    b.op("TRANSPOSE_CONV", [out_shape, w, x], [y], options=b.options(
+        "TransposeConvOptions", padding=b.s.Padding.SAME, strideH=2, strideW=2))
+    b.io([x], [y])
+    path = write_model(b, tmp_path / "transpose_conv_int4.tflite")
+    with pytest.raises(ConversionError, match="TRANSPOSE_CONV kernel does not unpack int4"):
+        convert(path)
+
+
+def test_int4_embedding_lookup_table(tmp_path: Path) -> None:
+    """An int4 embedding table with per-row scales and float rows out (TFLite's
+    hybrid EMBEDDING_LOOKUP): the table dequantized at conversion, then GATHER."""
+    rng = np.random.default_rng(4)
+    b = TfliteBuilder()
+    q = _weights(rng, (7, 6), -8)
+    ids = b.tensor([4], "INT32", "ids")
+    table = b.tensor([7, 6], "INT4", "table", data=pack_int4(q), scale=_scales(rng, 7),
+                     zero_point=[0] * 7)
+    y = b.tensor([4, 6], "FLOAT32", "y")
+    b.op("EMBEDDING_LOOKUP", [ids, table], [y])
+    b.io([ids], [y])
+    path = write_model(b, tmp_path / "embedding_int4.tflite")
+    conversion, report = check_model(path, inputs=[[np.array([0, 6, 3, 3], np.int32)],
+                                                   [np.array([5, 1, 2, 4], np.int32)]])
+    assert all(o.exact for o in report.outputs)

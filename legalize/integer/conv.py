@@ -1,8 +1,8 @@
 """Integer patterns for the convolution family: CONV_2D, DEPTHWISE_CONV_2D,
 FULLY_CONNECTED with int8 weights and int8 activations (int32 bias) or int16
-activations ("16x8", int64 or int32 bias), and int4 weights with int8
-activations (TFLite unpacks them to int8 and runs the same kernels; TOSA's
-EXT-INT4 convolutions take them as i4, `weight_storage`).
+activations ("16x8", int64 or int32 bias), and int4 weights (TFLite unpacks
+them to int8 and runs the same kernels; TOSA's EXT-INT4 convolutions take them
+as i4 with int8 activations, `weight_storage`).
 
 TFLite's kernels (reference_integer_ops::ConvPerChannel, DepthwiseConvPerChannel,
 FullyConnected[PerChannel]) accumulate `(x - zp_in) * (w - zp_w)` (int32 for
@@ -65,31 +65,31 @@ ConvOperands = tuple[UniformQuantized, UniformQuantized, TensorType, ScalarType]
 
 
 def conv_operands(op: Op, weight_index: int, input_index: int = 0) -> ConvOperands | Failure:
-    """Input and output per-tensor types (both int8 or both int16), the int8
-    (or, with int8 activations, int4) weight tensor type, and the accumulator
-    type (i32 or i48)."""
+    """Input and output per-tensor types (both int8 or both int16), the int8 or
+    int4 weight tensor type, and the accumulator type (i32 or i48)."""
     elements = require_one_storage(op, [op.operands[input_index], op.results[0]], "i8", "i16")
     if isinstance(elements, Failure):
         return elements
     weights = tensor_type(op.operands[weight_index])
-    storages = ("i8", "i4") if elements[0].storage.bits == 8 else ("i8",)
-    if weights is None or storage_type(weights.element).name not in storages or \
+    if weights is None or storage_type(weights.element).name not in ("i8", "i4") or \
             static_shape(op.operands[weight_index]) is None:
-        return Failure(f"{op.name}: weights are not a static {' or '.join(storages)} "
-                       "quantized tensor")
+        return Failure(f"{op.name}: weights are not a static int8 or int4 quantized tensor")
     return elements[0], elements[1], weights, accumulator_type(elements[0])
 
 
-def weight_storage(value: Value, weights: TensorType) -> ScalarType:
-    """The TOSA element type of the weights: int4 constants stay i4 (EXT-INT4's
-    "signed 8x4" convolutions) unless one of them is -8, which TOSA's int4_t
-    excludes (its range is [-7, 7]); those are widened to i8, which gives the
-    same accumulator (PRO-INT's 8x8)."""
+def weight_storage(value: Value, weights: TensorType, x: UniformQuantized) -> ScalarType:
+    """The TOSA element type of the weights: int4 constants stay i4 with int8
+    activations (EXT-INT4's "signed 8x4" convolutions) unless one of them is -8,
+    which TOSA's int4_t excludes (its range is [-7, 7]). Otherwise, and with
+    int16 activations (TOSA has no 16x4 mode), they are widened to i8: the same
+    integers, so the same accumulator."""
     storage = storage_type(weights.element)
     if storage != i4:
         return storage
     array = constant_value(value)
-    return i8 if array is None or (array.size and int(array.min()) < -7) else i4
+    if x.storage.bits != 8 or array is None or (array.size and int(array.min()) < -7):
+        return i8
+    return i4
 
 
 def _channel_scales(op: Op, x: UniformQuantized, out: UniformQuantized,
@@ -121,7 +121,7 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
     channels = acc_shape[-1]
     scales = _channel_scales(op, x_type, out_type, weights, channels)
     bias = accumulator_bias(rw, op, bias_index, channels, acc_element)
-    storage = weight_storage(op.operands[1], weights)
+    storage = weight_storage(op.operands[1], weights, x_type)
     zero_points = _zero_points(rw, x_type, weights, storage)
     for checked in (scales, bias, zero_points):
         if isinstance(checked, Failure):
