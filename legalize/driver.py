@@ -83,12 +83,19 @@ def _constant_storage(value: Value) -> str | None:
     return storage_type(t.element).name
 
 
+def _quantized_constants(op: Op) -> set[str]:
+    """The storage type names of op's quantized constant operands."""
+    return {_constant_storage(v) for v in op.operands} - {None}  # type: ignore[misc]
+
+
 def weight_form(op: Op, created: list[Op]) -> str:
-    """How a lowered op took its quantized constant operands, for the report:
-    "dequantized-constant" (a DEQUANTIZE of a constant folded to float once at
-    conversion), "int4" (int4 weights kept as TOSA i4, EXT-INT4), "int4-as-int8"
-    (int4 weights widened to i8, the same integers), or "" (nothing to say)."""
-    storages = {_constant_storage(v) for v in op.operands} - {None}
+    """How an op lowered by its pattern took its quantized constant operands,
+    for the report: "dequantized-constant" (a DEQUANTIZE of a constant folded
+    to float once at conversion; the fallback does the same with every
+    quantized constant it reads), "int4" (int4 weights kept as TOSA i4,
+    EXT-INT4), "int4-as-int8" (int4 weights widened to i8, the same
+    integers), or "" (nothing to say)."""
+    storages = _quantized_constants(op)
     if not storages:
         return ""
     if op.name == "tfl.dequantize" and _float_results(op):
@@ -174,6 +181,8 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
                 reasons.append(f"fallback: {lowered.reason}")
         else:
             values, label = lowered
+            weights = "dequantized-constant" if _quantized_constants(op) else ""
             replace_op(graph, op, values)
-            return OpOutcome(op.name, op.loc, types, "fallback", label, "; ".join(reasons))
+            return OpOutcome(op.name, op.loc, types, "fallback", label, "; ".join(reasons),
+                             weights)
     return OpOutcome(op.name, op.loc, types, "unsupported", "", "; ".join(reasons))

@@ -43,6 +43,7 @@ from tfl2tosa.ir.types import (
     ElementType,
     TensorType,
     UniformQuantized,
+    UniformQuantizedBlockwise,
     UniformQuantizedPerAxis,
     i32,
     storage_type,
@@ -52,16 +53,25 @@ from tfl2tosa.tosa import build
 
 def dequantized(array: np.ndarray, element: ElementType) -> np.ndarray:
     """TFLite's DEQUANTIZE of stored integers `array`: `scale * (q - zero_point)`
-    as float32, per tensor or along the quantized axis.
+    as float32, per tensor, along the quantized axis, or per block.
 
     TFLite computes `float(double(scale) * (q - zp))` per tensor
     (reference_ops::Dequantize) and `(q - zp[c]) * scale[c]` in float32 per
     channel (PerChannelDequantize). The product of a float32 scale and an
     integer below 2^29 is exact in double, so both round it once, as here.
+    Blockwise scales are read by XNNPACK only (TFLite's builtin kernels
+    ignore them); the same formula applies per block.
     """
     q = np.asarray(array, dtype=np.float64)
     if isinstance(element, UniformQuantized):
         return (np.float64(element.scale) * (q - element.zero_point)).astype(np.float32)
+    if isinstance(element, UniformQuantizedBlockwise):
+        # Each scale and zero point covers `block_size` consecutive values of a row.
+        scales, zero_points = (
+            np.repeat(np.asarray(v, dtype=np.float64).reshape(element.scales_shape),
+                      element.block_size, axis=-1)
+            for v in (element.scales, element.zero_points))
+        return (scales * (q - zero_points)).astype(np.float32)
     if not isinstance(element, UniformQuantizedPerAxis):
         raise TypeError(f"{element} is not a quantized type")
     shape = [1] * q.ndim

@@ -269,12 +269,66 @@ class UniformQuantizedPerAxis(_Frozen):
                 f"{{{params}}}>")
 
 
-QuantizedType = Union[UniformQuantized, UniformQuantizedPerAxis]
-ElementType = Union[ScalarType, UniformQuantized, UniformQuantizedPerAxis]
+class UniformQuantizedBlockwise(_Frozen):
+    """Blockwise quantization (TFLite's `BlockwiseQuantization` details, which
+    AI Edge Quantizer writes for XNNPACK): the last axis is cut into blocks of
+    `block_size` values and block k of row r has its own scale and zero point,
+    so `scales` (row-major, shape `scales_shape`) is the tensor's shape with
+    the last dimension divided by `block_size`. MLIR's quant dialect has no
+    such type: its text form is for reading only.
+    """
+
+    _fields = __match_args__ = ("storage", "expressed", "block_size", "scales_shape", "scales",
+                                "zero_points", "storage_min", "storage_max")
+    storage: ScalarType
+    expressed: ScalarType
+    block_size: int
+    scales_shape: tuple[int, ...]
+    scales: tuple[float, ...]
+    zero_points: tuple[int, ...]
+    storage_min: int
+    storage_max: int
+
+    def __init__(self, storage: ScalarType, expressed: ScalarType, block_size: int,
+                 scales_shape: tuple[int, ...], scales: tuple[float, ...],
+                 zero_points: tuple[int, ...]) -> None:
+        lo, hi = _check_storage(storage, expressed, None, None)
+        scales = tuple(float(s) for s in scales)
+        zero_points = tuple(int(z) for z in zero_points)
+        scales_shape = tuple(int(d) for d in scales_shape)
+        self._set(storage=storage, expressed=expressed, block_size=int(block_size),
+                  scales_shape=scales_shape, scales=scales, zero_points=zero_points,
+                  storage_min=lo, storage_max=hi)
+        if self.block_size < 1:
+            raise IRError(f"block size must be positive, got {block_size}")
+        if len(scales) != math.prod(scales_shape) or len(zero_points) != len(scales) \
+                or not scales:
+            raise IRError(f"blockwise quantization of shape {list(scales_shape)} needs that "
+                          f"many scales and zero points, got {len(scales)} and "
+                          f"{len(zero_points)}")
+        if not all(s > 0 and math.isfinite(s) for s in scales):
+            raise IRError("quantization scales must be positive and finite")
+
+    @property
+    def bits(self) -> int:
+        return self.storage.bits
+
+    storage_text = UniformQuantized.storage_text
+
+    def __str__(self) -> str:
+        shape = "x".join(str(d) for d in self.scales_shape)
+        return (f"!quant.uniform<{self.storage_text()}:{self.expressed}, blocks of "
+                f"{self.block_size}, {shape} scales>")
+
+
+QuantizedType = Union[UniformQuantized, UniformQuantizedPerAxis, UniformQuantizedBlockwise]
+ElementType = Union[ScalarType, UniformQuantized, UniformQuantizedPerAxis,
+                    UniformQuantizedBlockwise]
 
 
 def is_quantized(element: ElementType) -> bool:
-    return isinstance(element, (UniformQuantized, UniformQuantizedPerAxis))
+    return isinstance(element, (UniformQuantized, UniformQuantizedPerAxis,
+                                UniformQuantizedBlockwise))
 
 
 def storage_type(element: ElementType) -> ScalarType:
@@ -313,6 +367,12 @@ class TensorType(_Frozen):
             if size != DYNAMIC and size != len(element.scales):
                 raise IRError(f"quantized dimension {axis} has size {size} but "
                               f"{len(element.scales)} scales are given")
+        if isinstance(element, UniformQuantizedBlockwise) and shape is not None:
+            blocks = element.scales_shape
+            expected = shape[:-1] + (shape[-1] // element.block_size,) if shape else ()
+            if not shape or shape[-1] % element.block_size or blocks != expected:
+                raise IRError(f"blocks of {element.block_size} along the last axis of shape "
+                              f"{list(shape)} need {list(expected)} scales, got {list(blocks)}")
 
     @property
     def rank(self) -> int | None:

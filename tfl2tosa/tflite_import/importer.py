@@ -10,13 +10,13 @@ import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
-from tfl2tosa.ir.types import NoneType, Type
+from tfl2tosa.ir.types import NoneType, TensorType, Type
 from tfl2tosa.tflite_import.schema import (CUSTOM_CODE, SUBGRAPH_ATTR_NAMES, builtin_options,
                                            op_name_for_code)
 from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, int_vector,
-                                           reading, text)
-from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, constant_array, empty_array,
-                                            read_tensor)
+                                           operator_code, reading, text)
+from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, blockwise_element,
+                                            constant_array, empty_array, read_tensor)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -113,9 +113,7 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
         what = f"operator code {i}"
         with reading(what):
             entry = model.OperatorCodes(i)
-            # Codes >= 127 live only in builtin_code; old files only set the
-            # deprecated byte. TFLite takes the larger of the two.
-            code = max(entry.BuiltinCode(), entry.DeprecatedBuiltinCode())
+            code = operator_code(entry)
             custom_code = text(entry.CustomCode(), f"{what} custom code")
         if code < 0:
             raise ModelError(f"corrupt model: {what} has negative builtin code {code}")
@@ -243,6 +241,29 @@ class _SubgraphImporter:
             self.tensors.append(info)
             self.tensor_names.append(self.names.take(info.name or f"tensor{i}"))
         self.values = [None] * count
+        for info in self.tensors:
+            if info.blockwise is not None:
+                self._complete_blockwise(info)
+
+    def _complete_blockwise(self, info: TensorInfo) -> None:
+        """A blockwise-quantized tensor's type, from the constant tensors that
+        hold its scales and zero points (they are not operands of any op)."""
+        what = f"{self.where} tensor {info.index} {info.name!r}"
+        arrays = []
+        for role, index in (("scales", info.blockwise.scales),
+                            ("zero points", info.blockwise.zero_points)):
+            if index is None:
+                arrays.append(None)
+                continue
+            self._check_index(index, f"tensor {info.index} blockwise {role}")
+            source = self.tensors[index]
+            if self.buffers.span(source.buffer, what)[1] == 0:
+                raise ModelError(f"corrupt model: {what}: its blockwise {role} tensor {index} "
+                                 "has no data")
+            array, _ = constant_array(source, self.buffers, f"{what} blockwise {role}")
+            arrays.append(array)
+        info.type = TensorType(info.type.shape,
+                               blockwise_element(info, arrays[0], arrays[1], what))
 
     def _index_list(self, field: str, what: str) -> list[int]:
         return int_vector(self.subgraph, field, f"{self.where} {what}").tolist()

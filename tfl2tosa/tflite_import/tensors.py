@@ -10,10 +10,16 @@ from typing import Any
 
 import numpy as np
 import tflite
+from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
 from tfl2tosa.ir import types as t
-from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
+from tfl2tosa.ir.types import (
+    TensorType,
+    UniformQuantized,
+    UniformQuantizedBlockwise,
+    UniformQuantizedPerAxis,
+)
 from tfl2tosa.tflite_import.schema import element_type
 from tfl2tosa.tflite_import.source import (Buffer, checked_length, int_vector, one_line, reading,
                                            text, vector_span)
@@ -34,6 +40,7 @@ class TensorInfo:
     a dataclass costs ~0.4 ms to create at import)."""
 
     __slots__ = (
+        "blockwise",
         "buffer",
         "index",
         "is_variable",
@@ -45,7 +52,8 @@ class TensorInfo:
 
     def __init__(self, index: int, name: str, type: TensorType, buffer: int,
                  is_variable: bool, sparsity: dict[str, Any] | None,
-                 shape_signature: tuple[int, ...] | None) -> None:
+                 shape_signature: tuple[int, ...] | None,
+                 blockwise: Blockwise | None = None) -> None:
         self.index = index
         self.name = name
         self.type = type
@@ -53,6 +61,25 @@ class TensorInfo:
         self.is_variable = is_variable
         self.sparsity = sparsity
         self.shape_signature = shape_signature
+        self.blockwise = blockwise
+
+
+class Blockwise:
+    """A tensor's `BlockwiseQuantization` details: the indices of the tensors
+    holding its scales and zero points (None: all zero) and the block size.
+    The type is completed by `blockwise_element` once every tensor is read."""
+
+    __slots__ = ("block_size", "scales", "zero_points")
+
+    def __init__(self, scales: int, zero_points: int | None, block_size: int) -> None:
+        self.scales = scales
+        self.zero_points = zero_points
+        self.block_size = block_size
+
+
+# QuantizationDetails union tag of BlockwiseQuantization (schema.fbs), which the
+# `tflite` package predates; its table is read field by field.
+_BLOCKWISE_DETAILS = 2
 
 
 def read_tensor(tensor: Any, index: int, where: str, file_size: int) -> TensorInfo:
@@ -74,9 +101,58 @@ def read_tensor(tensor: Any, index: int, where: str, file_size: int) -> TensorIn
     except IRError as exc:
         raise ModelError(f"corrupt model: {what}: {one_line(exc)}") from None
     sparsity = read_sparsity(sparsity_table, what, file_size) if sparsity_table else None
+    blockwise = _blockwise_details(quantization, what) if quantization else None
     signature_dims = tuple(int(d) for d in signature.tolist())
     return TensorInfo(index, name, tensor_type, buffer, is_variable, sparsity,
-                      signature_dims if signature_dims and signature_dims != shape else None)
+                      signature_dims if signature_dims and signature_dims != shape else None,
+                      blockwise)
+
+
+def _blockwise_details(params: Any, what: str) -> Blockwise | None:
+    """The BlockwiseQuantization table's fields (scales: int, zero_points: int,
+    block_size: int; absent ones hold the default 0), or None for other
+    quantization details. A zero_points field that is absent or negative
+    (AI Edge Quantizer writes -1) means no zero-point tensor."""
+    with reading(f"{what} quantization details"):
+        if params.DetailsType() != _BLOCKWISE_DETAILS:
+            return None
+        table = params.Details()
+        fields = []
+        for slot in (4, 6, 8):
+            offset = table.Offset(slot) if table is not None else 0
+            fields.append(table.Get(Int32Flags, table.Pos + offset) if offset else None)
+    scales, zero_points, block_size = fields
+    scales = scales or 0
+    if scales < 0 or not block_size or block_size < 1:
+        raise ModelError(f"corrupt model: {what}: blockwise quantization with scales tensor "
+                         f"{scales} and block size {block_size}")
+    return Blockwise(scales, zero_points if zero_points is not None and zero_points >= 0
+                     else None, block_size)
+
+
+def blockwise_element(info: TensorInfo, scales: np.ndarray, zero_points: np.ndarray | None,
+                      what: str) -> UniformQuantizedBlockwise:
+    """The element type of a blockwise-quantized tensor from its scale (and
+    zero-point) tensors' values."""
+    details = info.blockwise
+    assert details is not None
+    storage = t.storage_type(info.type.element)
+    if not storage.is_integer or scales.dtype.kind != "f":
+        raise ModelError(f"corrupt model: {what}: blockwise quantization of a {storage} tensor "
+                         f"with {scales.dtype} scales")
+    if zero_points is None:
+        zero_points = np.zeros(scales.shape, dtype=np.int64)
+    if zero_points.shape != scales.shape or zero_points.dtype.kind not in "iu":
+        raise ModelError(f"corrupt model: {what}: blockwise zero points {list(zero_points.shape)} "
+                         f"do not match scales {list(scales.shape)}")
+    try:
+        element = UniformQuantizedBlockwise(storage, t.f32, details.block_size, scales.shape,
+                                            scales.astype(np.float64).reshape(-1).tolist(),
+                                            zero_points.reshape(-1).tolist())
+        TensorType(info.type.shape, element)
+    except IRError as exc:
+        raise ModelError(f"corrupt model: {what}: {one_line(exc)}") from None
+    return element
 
 
 def _dims(array: np.ndarray, what: str) -> tuple[int, ...]:
