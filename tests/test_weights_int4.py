@@ -397,3 +397,42 @@ def test_blockwise_bad_details_refused(tmp_path: Path, case: str, message: str) 
     b.io([x], [y])
     with pytest.raises(ModelError, match=message):
         load(write_model(b, tmp_path / "bad.tflite"))
+
+
+@pytest.mark.parametrize(("make", "params"), [
+    pytest.param(fully_connected_int4, {}, id="fc_int4"),
+    pytest.param(conv_2d_int4, {"low": -8}, id="conv2d_int4_widened"),
+])
+def test_report_extensions_are_what_tosa_opt_needs(tmp_path: Path, make, params) -> None:
+    """The extensions the report declares, with the integer profile, are what
+    `tosa-opt --tosa-validate` needs for the emitted MLIR: it validates with
+    them and fails without EXT-INT4 when the report lists it."""
+    from test_tosa_official_tools import validate
+
+    from tfl2tosa.pipeline import emit
+
+    module, conversion = convert(make(tmp_path, **params))
+    text = tmp_path / "model.mlir"
+    text.write_bytes(emit(module, "mlir"))
+    names = [e.removeprefix("EXT-").lower() for e in conversion.extensions]
+    declared = "profiles=pro_int" + (f" extensions={','.join(names)}" if names else "")
+    assert validate(text, declared).returncode == 0
+    if "EXT-INT4" in conversion.extensions:
+        refused = validate(text, "profiles=pro_int")
+        assert refused.returncode != 0 and "int4" in refused.stderr
+
+
+def test_cli_report_names_weights_and_extensions(tmp_path: Path) -> None:
+    """`convert --report`: each op's weights and the extensions the file needs."""
+    import json
+
+    from test_cli_convert import tfl2tosa
+
+    path = fully_connected_int4(tmp_path)
+    report = tmp_path / "report.json"
+    result = tfl2tosa("convert", path, "-o", tmp_path / "out.tosa", "--report", report)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(report.read_text())
+    assert data["extensions"] == ["EXT-INT4"]
+    assert [(o["op_name"], o["path"], o["weights"]) for o in data["outcomes"]] == \
+        [("tfl.fully_connected", "integer", "int4")]

@@ -97,8 +97,9 @@ def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "P
     `profile` and `extensions` select which type modes are allowed (an
     extension counts only together with a profile it is defined for). By
     default every extension but EXT-DYNAMIC is enabled. `needed`, if given,
-    receives the extensions the graph's type modes cannot do without (a mode
-    no profile provides, e.g. EXT-INT4's "signed 8x4" convolutions).
+    receives the extensions the graph cannot do without: those of type modes no
+    profile provides (EXT-INT4's "signed 8x4" convolutions) and of enum values
+    (RESCALE's DOUBLE_ROUND needs EXT-DOUBLEROUND).
     """
     if isinstance(module, Graph):
         graph, module = module, Module()

@@ -213,6 +213,8 @@ class OpCheck:
             needed = ENUM_EXTENSIONS.get(kind, {}).get(value)
             if needed and needed not in self.checker.enabled:
                 return f"value {value} needs {needed}"
+            if needed:
+                self.checker.needed.add(needed)
             return None
         if kind == "value":
             ok = isinstance(value, (int, float, np.integer, np.floating)) \
