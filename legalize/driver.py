@@ -90,15 +90,16 @@ def _quantized_constants(op: Op) -> set[str]:
 
 def weight_form(op: Op, created: list[Op]) -> str:
     """How an op lowered by its pattern took its quantized constant operands,
-    for the report: "dequantized-constant" (a DEQUANTIZE of a constant folded
-    to float once at conversion; the fallback does the same with every
-    quantized constant it reads), "int4" (int4 weights kept as TOSA i4,
-    EXT-INT4), "int4-as-int8" (int4 weights widened to i8, the same
-    integers), or "" (nothing to say)."""
+    for the report: "dequantized-constant" (float results: the constant was
+    dequantized once at conversion, by a folded DEQUANTIZE or for a float op
+    with quantized weights; the fallback does the same with every quantized
+    constant it reads), "int4" (int4 weights kept as TOSA i4, EXT-INT4),
+    "int4-as-int8" (int4 weights widened to i8, the same integers), or ""
+    (nothing to say)."""
     storages = _quantized_constants(op)
     if not storages:
         return ""
-    if op.name == "tfl.dequantize" and _float_results(op):
+    if _float_results(op):
         return "dequantized-constant"
     if "i4" not in storages:
         return ""

@@ -436,3 +436,22 @@ def test_cli_report_names_weights_and_extensions(tmp_path: Path) -> None:
     assert data["extensions"] == ["EXT-INT4"]
     assert [(o["op_name"], o["path"], o["weights"]) for o in data["outcomes"]] == \
         [("tfl.fully_connected", "integer", "int4")]
+
+
+def test_int4_weights_of_a_hybrid_fully_connected(tmp_path: Path) -> None:
+    """Float activations read int4 weights directly (AI Edge Quantizer's
+    dynamic_wi4 recipe): the unpacked weights are dequantized at conversion
+    (TFLite's hybrid kernel quantizes the activations instead, within the
+    validation's hybrid bound)."""
+    rng = np.random.default_rng(9)
+    b = TfliteBuilder()
+    q = _weights(rng, (6, 20), -8)
+    x = b.tensor([2, 20], "FLOAT32", "x")
+    w = b.tensor([6, 20], "INT4", "w", data=pack_int4(q), scale=_scales(rng, 6),
+                 zero_point=[0] * 6)
+    y = b.tensor([2, 6], "FLOAT32", "y")
+    b.op("FULLY_CONNECTED", [x, w, -1], [y], options=b.options("FullyConnectedOptions"))
+    b.io([x], [y])
+    conversion, _ = check_model(write_model(b, tmp_path / "hybrid_fc_int4.tflite"),
+                                allowed_paths=("float",))
+    assert [o["weights"] for o in conversion.outcomes] == ["dequantized-constant"]
