@@ -140,13 +140,20 @@ INT4_READERS = frozenset({"tfl.conv_2d", "tfl.depthwise_conv_2d", "tfl.fully_con
 
 
 def _int4_refusal(op: Op) -> str | None:
-    if op.name in INT4_READERS or not any(
-            isinstance(v.type, TensorType) and storage_type(v.type.element).name == "i4"
-            for v in op.operands):
+    int4 = [v for v in op.operands
+            if isinstance(v.type, TensorType) and storage_type(v.type.element).name == "i4"]
+    if not int4:
         return None
-    return (f"an int4 operand: TFLite's {op.name.split('.', 1)[1].upper()} kernel does not "
-            "unpack int4 values (only CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, "
-            "DEQUANTIZE and EMBEDDING_LOOKUP do)")
+    if op.name not in INT4_READERS:
+        return (f"an int4 operand: TFLite's {op.name.split('.', 1)[1].upper()} kernel does "
+                "not unpack int4 values (only CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, "
+                "DEQUANTIZE and EMBEDDING_LOOKUP do)")
+    shape = int4[0].type.shape
+    if op.name == "tfl.embedding_lookup" and shape and shape[-1] % 2:
+        # Its kernel starts row r at value 2 * floor(r * width / 2), not r * width.
+        return (f"an int4 table with rows of {shape[-1]} values: TFLite's EMBEDDING_LOOKUP "
+                "reads odd rows of an odd-width int4 table one value early")
+    return None
 
 
 def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,

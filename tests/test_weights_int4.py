@@ -26,6 +26,8 @@ from tflite_ref import reference_outputs, write_model
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.pipeline import convert
 from tfl2tosa.tflite_import.tensors import unpack_int4
+from tfl2tosa.tosa.reader import read_tosa
+from tfl2tosa.tosa.writer import write_tosa
 
 
 def pack_int4(values: np.ndarray) -> bytes:
@@ -145,6 +147,9 @@ def test_int4_weights_integer_path(tmp_path: Path, make, params, weights: str) -
     module, _ = convert(path)
     assert _weight_elements(module) == ({"i4"} if weights == "int4" else {"i8"})
     assert ("EXT-INT4" in conversion.extensions) == (weights == "int4")
+    # Our reader takes the i4 weights back from the written file unchanged.
+    data = write_tosa(module)
+    assert write_tosa(read_tosa(data)) == data
 
 
 # ---------------------------------------------------------------------------
@@ -455,3 +460,26 @@ def test_int4_weights_of_a_hybrid_fully_connected(tmp_path: Path) -> None:
     conversion, _ = check_model(write_model(b, tmp_path / "hybrid_fc_int4.tflite"),
                                 allowed_paths=("float",))
     assert [o["weights"] for o in conversion.outcomes] == ["dequantized-constant"]
+
+
+def test_int4_embedding_table_of_odd_width_refused(tmp_path: Path) -> None:
+    """TFLite's int4 EMBEDDING_LOOKUP starts row r at value 2 * floor(r * width / 2):
+    with an odd width its odd rows begin one value early (seen on TF 2.20's
+    interpreter). The conversion does not imitate that: it refuses by name."""
+    rng = np.random.default_rng(10)
+    b = TfliteBuilder()
+    q = _weights(rng, (6, 5), -8)
+    scales = _scales(rng, 6)
+    ids = b.tensor([2], "INT32", "ids")
+    table = b.tensor([6, 5], "INT4", "table", data=pack_int4(q), scale=scales,
+                     zero_point=[0] * 6)
+    y = b.tensor([2, 5], "FLOAT32", "y")
+    b.op("EMBEDDING_LOOKUP", [ids, table], [y])
+    b.io([ids], [y])
+    path = write_model(b, tmp_path / "embedding_int4_odd.tflite")
+    # The interpreter's row 1 is values 4..8 of the table, not 5..9.
+    tflite = reference_outputs(path, [np.array([1, 2], np.int32)])[0]
+    flat = q.reshape(-1).astype(np.float32)
+    assert np.array_equal(tflite[0], flat[4:9] * np.float32(scales[1]))
+    with pytest.raises(ConversionError, match="odd rows of an odd-width int4 table"):
+        convert(path)
