@@ -188,7 +188,23 @@ def corner_case_models(directory: Path) -> list[Path]:
     save("corner_quantized", b.to_bytes())
     save("corner_external_buffers", b.to_bytes_with_external_buffers())
     save("corner_rnn", cases.build_rnn(TfliteBuilder()))
+    save("corner_blockwise", _blockwise_model())
     return paths
+
+
+def _blockwise_model() -> bytes:
+    """An int4 FULLY_CONNECTED filter with blockwise scales and zero points."""
+    from test_weights_int4 import blockwise_weights
+
+    b = TfliteBuilder()
+    q = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
+    w = blockwise_weights(b, q, np.full((2, 2), 0.5, np.float16), 4,
+                          zero_points=np.zeros((2, 2), np.int32))
+    x = b.tensor([1, 8], "FLOAT32", "x")
+    y = b.tensor([1, 2], "FLOAT32", "y")
+    b.op("FULLY_CONNECTED", [x, w, -1], [y], options=b.options("FullyConnectedOptions"))
+    b.io([x], [y])
+    return b.to_bytes()
 
 
 def fuzz_corpus(small_models: dict[str, Path], directory: Path, zoo_limit: int) -> list[Path]:

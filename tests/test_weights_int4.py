@@ -384,6 +384,7 @@ def test_blockwise_fully_connected(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("case", "message"), [
     ("scales_shape", r"need \[6, 2\] scales"),
     ("scales_index", "refers to tensor 99"),
+    ("not_constant", "blockwise quantized but not a constant"),
 ])
 def test_blockwise_bad_details_refused(tmp_path: Path, case: str, message: str) -> None:
     from tfl2tosa.errors import ModelError
@@ -394,12 +395,16 @@ def test_blockwise_bad_details_refused(tmp_path: Path, case: str, message: str) 
     b = TfliteBuilder()
     if case == "scales_shape":
         w = blockwise_weights(b, q, scales[:, :1], 32)
-    else:
+    elif case == "scales_index":
         w = blockwise_weights(b, q, scales, 32, scales_index=99)
+    else:  # the weights a graph input: blockwise int8 values at run time
+        w = blockwise_weights(b, q, scales, 32)
+        b.model.subgraphs[0].tensors[w].buffer = 0
+        b.model.subgraphs[0].tensors[w].type = b.s.TensorType.INT8
     x = b.tensor([1, 64], "FLOAT32", "x")
     y = b.tensor([1, 6], "FLOAT32", "y")
     b.op("FULLY_CONNECTED", [x, w, -1], [y], options=b.options("FullyConnectedOptions"))
-    b.io([x], [y])
+    b.io([x, w] if case == "not_constant" else [x], [y])
     with pytest.raises(ModelError, match=message):
         load(write_model(b, tmp_path / "bad.tflite"))
 

@@ -249,6 +249,9 @@ class _SubgraphImporter:
         """A blockwise-quantized tensor's type, from the constant tensors that
         hold its scales and zero points (they are not operands of any op)."""
         what = f"{self.where} tensor {info.index} {info.name!r}"
+        if info.is_variable or self.buffers.span(info.buffer, what)[1] == 0:
+            raise ModelError(f"corrupt model: {what} is blockwise quantized but not a "
+                             "constant (blockwise scales describe constant weights)")
         arrays = []
         for role, index in (("scales", info.blockwise.scales),
                             ("zero points", info.blockwise.zero_points)):
