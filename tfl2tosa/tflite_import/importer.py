@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import tflite
+from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
@@ -114,8 +115,10 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
         with reading(what):
             entry = model.OperatorCodes(i)
             # Codes >= 127 live only in builtin_code; old files only set the
-            # deprecated byte. TFLite takes the larger of the two.
-            code = max(entry.BuiltinCode(), entry.DeprecatedBuiltinCode())
+            # deprecated byte; some writers (AI Edge Quantizer) set only
+            # builtin_code, also below 127. TFLite takes the larger of the two
+            # raw fields (schema_utils.cc GetBuiltinCode).
+            code = max(_stored_builtin_code(entry), entry.DeprecatedBuiltinCode())
             custom_code = text(entry.CustomCode(), f"{what} custom code")
         if code < 0:
             raise ModelError(f"corrupt model: {what} has negative builtin code {code}")
@@ -125,6 +128,16 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
             op_name, schema_name = op_name_for_code(code)
             opcodes.append(OpCode(op_name, schema_name, code, custom_code))
     return opcodes
+
+
+def _stored_builtin_code(entry: Any) -> int:
+    """OperatorCode.builtin_code as stored (0 if absent). The `tflite` package's
+    BuiltinCode() returns deprecated_builtin_code instead whenever the stored
+    code is below 127, which turns a file storing only builtin_code = 114
+    (QUANTIZE) into code 0 (ADD)."""
+    tab = entry._tab
+    offset = tab.Offset(10)  # vtable slot of builtin_code (field 3)
+    return tab.Get(Int32Flags, tab.Pos + offset) if offset else 0
 
 
 def _graph_names(subgraphs: list[Any]) -> list[str]:
