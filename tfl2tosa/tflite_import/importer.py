@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import tflite
-from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
@@ -15,7 +14,7 @@ from tfl2tosa.ir.types import NoneType, Type
 from tfl2tosa.tflite_import.schema import (CUSTOM_CODE, SUBGRAPH_ATTR_NAMES, builtin_options,
                                            op_name_for_code)
 from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, int_vector,
-                                           reading, text)
+                                           operator_code, reading, text)
 from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, constant_array, empty_array,
                                             read_tensor)
 
@@ -114,11 +113,7 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
         what = f"operator code {i}"
         with reading(what):
             entry = model.OperatorCodes(i)
-            # Codes >= 127 live only in builtin_code; old files only set the
-            # deprecated byte; some writers (AI Edge Quantizer) set only
-            # builtin_code, also below 127. TFLite takes the larger of the two
-            # raw fields (schema_utils.cc GetBuiltinCode).
-            code = max(_stored_builtin_code(entry), entry.DeprecatedBuiltinCode())
+            code = operator_code(entry)
             custom_code = text(entry.CustomCode(), f"{what} custom code")
         if code < 0:
             raise ModelError(f"corrupt model: {what} has negative builtin code {code}")
@@ -128,16 +123,6 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
             op_name, schema_name = op_name_for_code(code)
             opcodes.append(OpCode(op_name, schema_name, code, custom_code))
     return opcodes
-
-
-def _stored_builtin_code(entry: Any) -> int:
-    """OperatorCode.builtin_code as stored (0 if absent). The `tflite` package's
-    BuiltinCode() returns deprecated_builtin_code instead whenever the stored
-    code is below 127, which turns a file storing only builtin_code = 114
-    (QUANTIZE) into code 0 (ADD)."""
-    tab = entry._tab
-    offset = tab.Offset(10)  # vtable slot of builtin_code (field 3)
-    return tab.Get(Int32Flags, tab.Pos + offset) if offset else 0
 
 
 def _graph_names(subgraphs: list[Any]) -> list[str]:
