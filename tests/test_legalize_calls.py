@@ -7,6 +7,7 @@ model on the written `.tosa`). The CALL tests live in test_legalize_misc.py.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +81,7 @@ def test_float_composite_is_inlined_and_reported(tmp_path: Path) -> None:
             for c in conversion.composites] == [
         ("odml.rms_norm", f"main:op{i}:STABLEHLO_COMPOSITE", {"epsilon": 1e-6},
          "rms_norm_decomposition", "inlined") for i in (0, 1)]
-    assert "composites" in conversion.to_dict()
+    assert json.loads(conversion.to_json())["composites"][1]["attributes"] == {"epsilon": 1e-6}
 
 
 def test_int8_composites_nested_and_in_sequence(tmp_path: Path) -> None:
@@ -149,3 +150,27 @@ def test_unreadable_composite_attributes_are_reported_not_fatal(tmp_path: Path) 
     assert entry["lowering"] == "inlined"
     assert entry["attributes"] == "unreadable flexbuffer (KeyError)"
     assert [op.name for _, op in module.ops()] == ["tosa.clamp"]
+
+
+TOOLCHAINS = Path(__file__).resolve().parents[1] / "models/toolchains"
+
+
+@pytest.mark.parametrize("relative", [
+    "litert_torch/generative_block_hlfb_float32.tflite",
+    "ai_edge_quantizer/generative_block_hlfb_static_a8w8.tflite",
+    "ai_edge_quantizer/generative_block_hlfb_static_a16w8.tflite",
+])
+def test_litert_torch_hlfb_composites(relative: str) -> None:
+    # LiteRT Torch's generative layers with enable_hlfb=True: RMSNorm and
+    # attention as composites (quantized inside their decompositions by AI
+    # Edge Quantizer).
+    path = TOOLCHAINS / relative
+    if not path.exists():
+        pytest.skip(f"{relative} comes with the toolchain zoo (issue 14 point 1)")
+    conversion, report = check_model(path, runs=1)
+    assert report.passed
+    assert [(c["name"], c["lowering"]) for c in conversion.composites] == [
+        ("odml.rms_norm", "inlined"), ("odml.scaled_dot_product_attention", "inlined"),
+        ("odml.rms_norm", "inlined"), ("odml.rms_norm", "inlined")]
+    assert all(c["decomposition"] and isinstance(c["attributes"], dict)
+               for c in conversion.composites)

@@ -456,3 +456,25 @@ def test_strided_slice_run_time_begin_with_a_run_time_size_is_refused(builder, t
     with pytest.raises(ConversionError, match="size along axis 0 is known only at run time"):
         convert(path)
 
+
+
+KV_CACHE_MODEL = Path(__file__).resolve().parents[1] / "models/toolchains/litert_torch"
+
+
+@pytest.mark.parametrize("name", ["kv_cache_decode_float32", "kv_cache_decode_hlfb_float32"])
+def test_litert_torch_kv_cache_decoder_at_each_position(name: str) -> None:
+    # LiteRT Torch's KV-cache decoder writes both caches with DYNAMIC_UPDATE_SLICE
+    # at [0, input_pos, 0, 0] and reads its RoPE and mask rows with GATHER_ND at
+    # input_pos; the caches hold 16 positions.
+    path = KV_CACHE_MODEL / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip(f"{path.name} comes with the toolchain zoo (issue 14 point 1)")
+    rng = np.random.default_rng(9)
+    feeds = [[np.array([[rng.integers(0, 64)]], np.int32), np.array([position], np.int32),
+              rng.uniform(-1, 1, (1, 16, 2, 8)).astype(np.float32),
+              rng.uniform(-1, 1, (1, 16, 2, 8)).astype(np.float32)]
+             for position in (0, 1, 6, 14, 15)]
+    module, _ = convert(path)
+    assert sum(op.name == "tosa.scatter" for _, op in module.ops()) == 2
+    _, report = check_model(path, allowed_paths=("float",), inputs=feeds)
+    assert report.passed
