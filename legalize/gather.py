@@ -146,14 +146,16 @@ def _window_index(rw: Rewriter, begin: Value, window: Window) -> Value | Failure
         start = 0 if j in window.runtime else window.start[j]
         step = 1 if j in window.runtime else window.stride[j]
         offsets = offsets + (start + step * grid) * row_strides[j]
+    rank = len(window.shape)
+    if tensor_type(begin).num_elements != rank:
+        return Failure(f"{tensor_type(begin).num_elements} start indices for a rank-{rank} "
+                       "tensor")
     name = storage_type(element(begin)).name
     if name == "i16":
         begin = build.cast(rw, begin, i32)
     elif name != "i32":
         return Failure(f"run-time {name} start indices (TOSA has no 64-bit integers)")
-    rank = len(window.shape)
     starts = reshape_to(rw, begin, [rank])
-    vector = [0] * rank
 
     def constant(values: list[int]) -> Value:
         return build.const(rw, np.array(values, dtype=np.int32))
@@ -161,7 +163,7 @@ def _window_index(rw: Rewriter, begin: Value, window: Window) -> Value | Failure
     vector_type = TensorType((rank,), i32)
     if window.wrap:
         sizes = constant([window.shape[j] if j in window.runtime else 0 for j in range(rank)])
-        negative = build.op(rw, "tosa.greater", [constant(vector), starts],
+        negative = build.op(rw, "tosa.greater", [constant([0] * rank), starts],
                             TensorType((rank,), i1))
         wrapped = build.op(rw, "tosa.add", [starts, sizes], vector_type)
         starts = build.op(rw, "tosa.select", [negative, wrapped, starts], vector_type)

@@ -416,6 +416,14 @@ def test_dynamic_update_slice_run_time_int64_start_is_refused(builder, tmp_path:
         convert(write_case(builder, case, tmp_path / "dus_i64.tflite"))
 
 
+def test_dynamic_update_slice_run_time_start_of_the_wrong_length_is_refused(builder,
+                                                                           tmp_path: Path
+                                                                           ) -> None:
+    case = Case("DYNAMIC_UPDATE_SLICE", [F((4, 5)), F((2, 3)), F((1,), "INT32")], [F((4, 5))])
+    with pytest.raises(ConversionError, match="1 start indices for a rank-2 tensor"):
+        convert(write_case(builder, case, tmp_path / "dus_short.tflite"))
+
+
 def _runtime_strided(shape, end, strides, out_shape, dtype="FLOAT32", **masks) -> Case:
     case = _strided(shape, [0] * len(end), end, strides, out_shape, dtype, **masks)
     case.inputs[1] = F((len(end),), "INT32")
