@@ -52,8 +52,9 @@ def slice_(op: Op, rw: Rewriter) -> list[Value] | Failure:
         if -1 in size:
             return Failure(f"{op.name}: a size of -1 with a run-time begin gives a run-time "
                            "shape")
-        if tuple(size) != shape_of(op.result):
-            return Failure(f"{op.name}: slice size {size} does not match the result")
+        if tuple(size) != shape_of(op.result) or any(n > d for n, d in zip(size, shape)):
+            return Failure(f"{op.name}: slice size {size} does not match the result or does "
+                           f"not fit in {list(shape)}")
         window = Window(list(shape), [0] * len(shape), [1] * len(shape), size,
                         {j: (0, d - n) for j, (d, n) in enumerate(zip(shape, size)) if d != n},
                         wrap=False)

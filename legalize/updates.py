@@ -95,6 +95,8 @@ def dynamic_update_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if failed is not None:
         return failed
     shape, size = shape_of(x), shape_of(update)
+    if len(size) != len(shape) or any(u > d for u, d in zip(size, shape)):
+        return Failure(f"{op.name}: the update {list(size)} does not fit in {list(shape)}")
     if tuple(size) == shape:
         return [identity(rw, update)]
     start = int_list(indices)

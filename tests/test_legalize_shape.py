@@ -424,6 +424,13 @@ def test_dynamic_update_slice_run_time_start_of_the_wrong_length_is_refused(buil
         convert(write_case(builder, case, tmp_path / "dus_short.tflite"))
 
 
+def test_dynamic_update_slice_larger_than_the_operand_is_refused(builder, tmp_path: Path
+                                                                  ) -> None:
+    case = Case("DYNAMIC_UPDATE_SLICE", [F((4, 5)), F((2, 6)), F((2,), "INT32")], [F((4, 5))])
+    with pytest.raises(ConversionError, match=r"the update \[2, 6\] does not fit in \[4, 5\]"):
+        convert(write_case(builder, case, tmp_path / "dus_large.tflite"))
+
+
 def _runtime_strided(shape, end, strides, out_shape, dtype="FLOAT32", **masks) -> Case:
     case = _strided(shape, [0] * len(end), end, strides, out_shape, dtype, **masks)
     case.inputs[1] = F((len(end),), "INT32")
