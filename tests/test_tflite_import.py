@@ -290,6 +290,26 @@ def test_builtin_code_below_127_without_deprecated_code(builder, tmp_path):
     check_model(write_model(builder, tmp_path / "quantize_codes.tflite"))
 
 
+def test_ai_edge_quantizer_file_stores_quantize_in_builtin_code_alone():
+    # A file of the toolchain zoo written by AI Edge Quantizer: its QUANTIZE
+    # operator code has builtin_code 114 and no deprecated byte.
+    import tflite
+
+    from tfl2tosa.tflite_import.source import operator_code
+
+    path = (Path(__file__).resolve().parents[1]
+            / "models/toolchains/ai_edge_quantizer/bert_static_a8w8.tflite")
+    if not path.exists():
+        pytest.skip(f"{path.name} comes with the toolchain zoo (issue 14 point 1)")
+    model = tflite.Model.GetRootAs(path.read_bytes(), 0)
+    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
+    assert [(c.DeprecatedBuiltinCode(), c.BuiltinCode(), operator_code(c)) for c in codes
+            if operator_code(c) == 114] == [(0, 0, 114)]
+    main = load(path).main
+    assert any(op.name == "tfl.quantize" for op in main.ops)
+    assert all(len(op.operands) == 2 for op in main.ops if op.name == "tfl.add")
+
+
 def test_every_schema_builtin_gets_its_lowercase_name(builder):
     import tflite
 
