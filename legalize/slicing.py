@@ -198,7 +198,9 @@ def _strided_slice_at_run_time(op: Op, rw: Rewriter, end: list[int], strides: li
     result's shape does not depend on it. The shrunk axes' begins are wrapped
     when negative and clamped to [0, dim - 1] as TFLite's StartForAxis does
     (kernels/internal/strided_slice_logic.h; it clamps to [0, dim], where dim
-    itself is past the end), then one TOSA GATHER (`gather_window`)."""
+    itself is past the end), then one TOSA GATHER (`gather_window`). With
+    `offset` (end a length from begin) TFLite's interpreter (2.20) crashes
+    running a run-time begin, so there is nothing to match: refused."""
     attrs = op.attrs
     begin_mask = int(attrs.get("begin_mask", 0))
     shrink_mask = int(attrs.get("shrink_axis_mask", 0))
@@ -208,6 +210,8 @@ def _strided_slice_at_run_time(op: Op, rw: Rewriter, end: list[int], strides: li
     shape = list(shape_of(x))
     runtime = [j for j in range(len(end)) if not begin_mask & (1 << j)]
     unshrunk = [j for j in runtime if not shrink_mask & (1 << j)]
+    if unshrunk and attrs.get("offset", False):
+        return Failure(f"{op.name}: offset with a run-time begin")
     if unshrunk:
         return Failure(f"{op.name}: with a run-time begin, the size along axis {unshrunk[0]} "
                        "is known only at run time")

@@ -483,6 +483,12 @@ def test_slice_at_run_time_positions(name: str, builder, tmp_path: Path) -> None
     run_positions(builder, case, tmp_path / f"{name}.tflite", 1, starts)
 
 
+def test_strided_slice_run_time_begin_with_offset_is_refused(builder, tmp_path: Path) -> None:
+    case = _runtime_strided((5, 6), [2, 3], [1, 1], (2, 3), offset=True)
+    with pytest.raises(ConversionError, match="offset with a run-time begin"):
+        convert(write_case(builder, case, tmp_path / "strided_slice_offset.tflite"))
+
+
 def test_strided_slice_run_time_begin_with_a_run_time_size_is_refused(builder, tmp_path: Path
                                                                        ) -> None:
     case = Case("STRIDED_SLICE", [F((4,)), F((1,), "INT32"), i32([4]), i32([1])], [F((2,))],
