@@ -410,26 +410,6 @@ def test_dynamic_update_slice_run_time_position_is_a_scatter(builder, tmp_path: 
     assert "tosa.scatter" in ops and "tosa.select" not in ops
 
 
-@pytest.mark.parametrize("name", ["kv_cache_position", "bool", "int8_other_quantization"])
-def test_dynamic_update_slice_run_time_position_passes_tosa_opt(name: str, builder,
-                                                                tmp_path: Path) -> None:
-    import subprocess
-    import sysconfig
-
-    from tfl2tosa.pipeline import emit
-
-    case, _ = DYNAMIC_UPDATES[name]
-    module, _ = convert(write_case(builder, case, tmp_path / f"{name}.tflite"))
-    mlir = tmp_path / f"{name}.mlir"
-    mlir.write_bytes(emit(module, "mlir"))
-    tosa_opt = Path(sysconfig.get_paths()["scripts"]) / "tosa-opt"
-    result = subprocess.run(
-        [str(tosa_opt), str(mlir), "--tosa-attach-target=profiles=pro_int,pro_fp",
-         "--tosa-validate=strict-op-spec-alignment", "-o", "/dev/null"],
-        check=False, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-
-
 def test_dynamic_update_slice_run_time_int64_start_is_refused(builder, tmp_path: Path) -> None:
     case = Case("DYNAMIC_UPDATE_SLICE", [F((4, 5)), F((2, 3)), F((2,), "INT64")], [F((4, 5))])
     with pytest.raises(ConversionError, match="run-time i64 start indices"):
@@ -481,6 +461,26 @@ DYNAMIC_SLICES = {
 def test_slice_at_run_time_positions(name: str, builder, tmp_path: Path) -> None:
     case, starts = DYNAMIC_SLICES[name]
     run_positions(builder, case, tmp_path / f"{name}.tflite", 1, starts)
+
+
+@pytest.mark.parametrize("name", ["kv_cache_position", "bool", "int8_other_quantization",
+                                  "slice_int8_every_axis", "strided_shrink_middle"])
+def test_run_time_positions_pass_tosa_opt(name: str, builder, tmp_path: Path) -> None:
+    import subprocess
+    import sysconfig
+
+    from tfl2tosa.pipeline import emit
+
+    case, _ = {**DYNAMIC_UPDATES, **DYNAMIC_SLICES}[name]
+    module, _ = convert(write_case(builder, case, tmp_path / f"{name}.tflite"))
+    mlir = tmp_path / f"{name}.mlir"
+    mlir.write_bytes(emit(module, "mlir"))
+    tosa_opt = Path(sysconfig.get_paths()["scripts"]) / "tosa-opt"
+    result = subprocess.run(
+        [str(tosa_opt), str(mlir), "--tosa-attach-target=profiles=pro_int,pro_fp",
+         "--tosa-validate=strict-op-spec-alignment", "-o", "/dev/null"],
+        check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_strided_slice_run_time_begin_with_offset_is_refused(builder, tmp_path: Path) -> None:
