@@ -306,8 +306,9 @@ class UniformQuantizedBlockwise(_Frozen):
             raise IRError(f"blockwise quantization of shape {list(scales_shape)} needs that "
                           f"many scales and zero points, got {len(scales)} and "
                           f"{len(zero_points)}")
-        if not all(s > 0 and math.isfinite(s) for s in scales):
-            raise IRError("quantization scales must be positive and finite")
+        # A block of zeros gets scale 0 (AI Edge Quantizer writes such blocks).
+        if not all(s >= 0 and math.isfinite(s) for s in scales):
+            raise IRError("blockwise quantization scales must be non-negative and finite")
 
     @property
     def bits(self) -> int:
