@@ -107,6 +107,9 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.custom': (
         ('legalize.misc', 'custom'),
     ),
+    'tfl.custom:TFLite_Detection_PostProcess': (
+        ('legalize.detection', 'detection_postprocess'),
+    ),
     'tfl.delegate': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
