@@ -38,6 +38,7 @@ MODULES = (
     "reverse",
     "updates",
     "integer",
+    "mediapipe",
     "misc",
     "normalization",
     "pooling",

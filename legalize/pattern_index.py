@@ -107,6 +107,15 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.custom': (
         ('legalize.misc', 'custom'),
     ),
+    'tfl.custom:Convolution2DTransposeBias': (
+        ('legalize.mediapipe', 'convolution_2d_transpose_bias'),
+    ),
+    'tfl.custom:MaxPoolingWithArgmax2D': (
+        ('legalize.mediapipe', 'max_pooling_with_argmax_2d'),
+    ),
+    'tfl.custom:MaxUnpooling2D': (
+        ('legalize.mediapipe', 'max_unpooling_2d'),
+    ),
     'tfl.custom:TFLite_Detection_PostProcess': (
         ('legalize.detection', 'detection_postprocess'),
     ),
