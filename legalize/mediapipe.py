@@ -232,3 +232,230 @@ def max_unpooling_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
                                    max(need_w - w * sw, 0), 0, 0], 0.0)
     return [fresh(rw, slice_of(rw, grid, (0, top, left, 0), (n, oh, ow, c)))]
 
+
+
+# ---------------------------------------------------------------------------
+# Landmarks2TransformMatrix, TransformTensorBilinear, TransformLandmarks (v2)
+#
+# The transform matrix is a [1, 4, 4] tensor whose first two rows map an output
+# point (x, y, 0, 1) to the input: x_in = m[0] * x + m[1] * y + m[3],
+# y_in = m[4] * x + m[5] * y + m[7] (m[2], m[6] multiply the 0).
+
+
+def flex_options(op: Op, required: tuple[str, ...]) -> dict[str, Any] | Failure:
+    from flatbuffers import flexbuffers
+
+    code = op.attrs.get("custom_code")
+    raw = bytes(op.attrs.get("custom_options", b""))
+    try:
+        options = flexbuffers.Loads(raw) if raw else {}
+    except Exception as exc:  # any malformed byte string: a named refusal
+        return Failure(f"{code}: unreadable flexbuffer options ({exc})")
+    if not isinstance(options, dict):
+        return Failure(f"{code}: its options are not a flexbuffer map")
+    missing = [k for k in required if k not in options]
+    if missing:
+        return Failure(f"{code}: options lack {', '.join(missing)}")
+    return options
+
+
+def _entry(rw: Rewriter, matrix: Value, k: int) -> Value:
+    """Element k of the row-major [1, 4, 4] matrix as a [1, 1] tensor."""
+    flat = reshape_to(rw, matrix, (1, 16))
+    return slice_of(rw, flat, (0, k), (1, 1))
+
+
+def _affine(e: Elementwise, rw: Rewriter, matrix: Value, row: int, x: Value, y: Value
+            ) -> Value:
+    """Row `row` of the matrix applied to (x, y, 0, 1), summed in the kernels'
+    order (a float4 dot product: ((m0 * x + m1 * y) + m2 * 0) + m3)."""
+    m = [_entry(rw, matrix, 4 * row + k) for k in range(4)]
+    zero = e.const(0.0, f32)
+    return e.add(e.add(e.add(e.mul(m[0], x), e.mul(m[1], y)), e.mul(m[2], zero)), m[3])
+
+
+@pattern(custom_op("TransformLandmarks"), types=("f32",))
+def transform_landmarks(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Each 2D landmark (x, y) of [1, N, 2] mapped through the matrix's first
+    two rows (transform_landmarks.cc, v2)."""
+    failure = _check_float(op, (3, 3))
+    if failure is not None:
+        return failure
+    landmarks, matrix = op.operands
+    _, n, dims = shape_of(landmarks)
+    if dims != 2 or shape_of(matrix) != (1, 4, 4) or tensor_type(op.results[0]).shape != (
+            1, n, 2):
+        return Failure(f"TransformLandmarks: needs [1, N, 2] landmarks and a [1, 4, 4] matrix, "
+                       f"not {list(shape_of(landmarks))} and {list(shape_of(matrix))}")
+    e = Elementwise(rw, 2)
+    points = reshape_to(rw, landmarks, (n, 2))
+    x, y = (slice_of(rw, points, (0, k), (n, 1)) for k in range(2))
+    moved = concat(rw, [_affine(e, rw, matrix, 0, x, y), _affine(e, rw, matrix, 1, x, y)], 1)
+    return [fresh(rw, reshape_to(rw, moved, (1, n, 2)))]
+
+
+@pattern(custom_op("TransformTensorBilinear"), types=("f32",))
+def transform_tensor_bilinear(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Samples the input [1, H, W, C] bilinearly at the matrix's image of each
+    output pixel (transform_tensor_bilinear.cc, v2).
+
+    The matrix is first corrected for pixel centres (its translation gains
+    m0 * 0.5 + m1 * 0.5 - 0.5, per row); output (x, y) samples input (tx, ty);
+    outside [0, W - 1] x [0, H - 1] the result is 0, and neighbours past the
+    edge read 0. result = ly * lower + (1 - ly) * upper, each row
+    (1 - rx) * left + rx * right, rx, ly the fractional parts. Here the four
+    neighbours are GATHERs from [1, H * W, C] at clamped flat indices.
+    """
+    failure = _check_float(op, (4, 3))
+    if failure is not None:
+        return failure
+    x, matrix = op.operands
+    _, h, w, c = shape_of(x)
+    result = tensor_type(op.results[0])
+    if shape_of(matrix) != (1, 4, 4) or result.shape[0] != 1 or result.shape[3] != c \
+            or shape_of(x)[0] != 1:
+        return Failure(f"TransformTensorBilinear: needs a [1, H, W, C] input, a [1, 4, 4] matrix "
+                       f"and a [1, OH, OW, C] result, not {list(shape_of(x))}, "
+                       f"{list(shape_of(matrix))}, {list(result.shape)}")
+    options = flex_options(op, ())
+    if isinstance(options, Failure):
+        return options
+    _, oh, ow, _ = result.shape
+    if (options.get("output_height", oh), options.get("output_width", ow)) != (oh, ow):
+        return Failure(f"TransformTensorBilinear: options ask for {options.get('output_height')}x"
+                       f"{options.get('output_width')}, the result is {oh}x{ow}")
+    e = Elementwise(rw, 2)
+    half = e.const(0.5, f32)
+    grid_y, grid_x = np.meshgrid(np.arange(oh, dtype=np.float32),
+                                 np.arange(ow, dtype=np.float32), indexing="ij")
+    out_x = build.const(rw, grid_x.reshape(-1, 1), f32)          # [OH * OW, 1]
+    out_y = build.const(rw, grid_y.reshape(-1, 1), f32)
+    coords = []
+    for row in (0, 1):
+        m = [_entry(rw, matrix, 4 * row + k) for k in range(4)]
+        shift = e.sub(e.add(e.mul(m[0], half), e.mul(m[1], half)), half)
+        corrected = e.add(m[3], shift)
+        zero = e.const(0.0, f32)
+        coords.append(e.add(e.add(e.add(e.mul(m[0], out_x), e.mul(m[1], out_y)),
+                                  e.mul(m[2], zero)), corrected))
+    tx, ty = coords
+    zero, one = e.const(0.0, f32), e.const(1.0, f32)
+    outside = e.logical_or(
+        e.logical_or(e.less(tx, zero), e.greater(tx, e.const(float(w - 1), f32))),
+        e.logical_or(e.less(ty, zero), e.greater(ty, e.const(float(h - 1), f32))))
+    fx, fy = e.floor(tx), e.floor(ty)
+    right, lower = e.sub(tx, fx), e.sub(ty, fy)
+    table = reshape_to(rw, x, (1, h * w, c))
+
+    def read(dy: int, dx: int) -> Value:
+        """Input at (floor(ty) + dy, floor(tx) + dx), 0 past the edge: [OH * OW, C]."""
+        yy, xx = e.add(fy, e.const(float(dy), f32)), e.add(fx, e.const(float(dx), f32))
+        inside = e.logical_and(
+            e.logical_and(e.greater_equal(yy, zero), e.less(yy, e.const(float(h), f32))),
+            e.logical_and(e.greater_equal(xx, zero), e.less(xx, e.const(float(w), f32))))
+        yi = e.cast(build.clamp(rw, yy, 0.0, float(h - 1)), i32)
+        xi = e.cast(build.clamp(rw, xx, 0.0, float(w - 1)), i32)
+        flat = e.add(e.mul(yi, e.const(w, i32)), xi)               # [OH * OW, 1]
+        picked = build.op(rw, "tosa.gather", [table, reshape_to(rw, flat, (1, oh * ow))],
+                          TensorType((1, oh * ow, c), f32))
+        return e.select(inside, reshape_to(rw, picked, (oh * ow, c)), e.const(0.0, f32))
+
+    q11, q21, q12, q22 = read(0, 0), read(0, 1), read(1, 0), read(1, 1)
+    left_weight = e.sub(one, right)
+    upper = e.add(e.mul(left_weight, q11), e.mul(right, q21))
+    below = e.add(e.mul(left_weight, q12), e.mul(right, q22))
+    value = e.add(e.mul(lower, below), e.mul(e.sub(one, lower), upper))
+    value = e.select(outside, e.const(0.0, f32), value)
+    return [fresh(rw, reshape_to(rw, value, (1, oh, ow, c)))]
+
+
+LANDMARK_MATRIX_OPTIONS = ("left_rotation_idx", "right_rotation_idx", "subset_idxs",
+                           "output_height", "output_width", "scale_x", "scale_y")
+
+
+@pattern(custom_op("Landmarks2TransformMatrix"), types=("f32",))
+def landmarks_to_transform_matrix(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The matrix mapping a crop of output_width x output_height around a
+    landmark subset into landmark space (landmarks_to_transform_matrix.cc, v2).
+
+    r = target_rotation_radians - atan2(right.y - left.y, right.x - left.x)
+    turns the left -> right landmark line to the target angle. The subset
+    landmarks rotated by R(r) give a box: width, height, and a centre rotated
+    back by R(-r). The matrix is T(centre) R(-r) S(scale_x * width /
+    output_width, scale_y * height / output_height) T(-output_width / 2,
+    -output_height / 2), products summed in the kernel's order; rows 0 and 1
+    hold its first two rows (translation in column 3), rows 2 and 3 of the
+    identity. cos r and sin r come from the normalized left -> right vector
+    (exactly the angle's cosine and sine up to rounding).
+    """
+    failure = _check_float(op, (3,))
+    if failure is not None:
+        return failure
+    options = flex_options(op, LANDMARK_MATRIX_OPTIONS)
+    if isinstance(options, Failure):
+        return options
+    landmarks = op.operands[0]
+    _, n, dims = shape_of(landmarks)
+    subset = [int(i) for i in options["subset_idxs"]]
+    indices = [int(options["left_rotation_idx"]), int(options["right_rotation_idx"]), *subset]
+    if dims < 2 or not subset or min(indices) < 0 or max(indices) >= n or \
+            tensor_type(op.results[0]).shape != (1, 4, 4):
+        return Failure(f"Landmarks2TransformMatrix: landmarks {list(shape_of(landmarks))}, "
+                       f"indices {min(indices)}..{max(indices)} or result "
+                       f"{tensor_type(op.results[0])} out of the op's range")
+    e = Elementwise(rw, 2)
+    k = len(subset)
+    points = reshape_to(rw, landmarks, (1, n, dims))
+    picked = build.op(rw, "tosa.gather",
+                      [points, build.const(rw, np.asarray([indices], np.int32), i32)],
+                      TensorType((1, k + 2, dims), f32))
+    picked = reshape_to(rw, picked, (k + 2, dims))
+    xs = reshape_to(rw, slice_of(rw, picked, (0, 0), (k + 2, 1)), (1, k + 2))
+    ys = reshape_to(rw, slice_of(rw, picked, (0, 1), (k + 2, 1)), (1, k + 2))
+
+    def column(row: Value, start: int, size: int) -> Value:
+        return slice_of(rw, row, (0, start), (1, size))
+
+    dx = e.sub(column(xs, 1, 1), column(xs, 0, 1))
+    dy = e.sub(column(ys, 1, 1), column(ys, 0, 1))
+    length = e.reciprocal(e.rsqrt(e.add(e.mul(dx, dx), e.mul(dy, dy))))
+    zero, one = e.const(0.0, f32), e.const(1.0, f32)
+    degenerate = e.equal(length, zero)                      # atan2(0, 0) = 0
+    cos_a = e.select(degenerate, one, e.divide(dx, length))
+    sin_a = e.select(degenerate, zero, e.divide(dy, length))
+    target = float(options.get("target_rotation_radians", 0.0))
+    cos_t, sin_t = (e.const(float(np.float32(f(np.float32(target)))), f32)
+                    for f in (np.cos, np.sin))
+    # r = target - a: cos r = cos t cos a + sin t sin a, sin r = sin t cos a - cos t sin a.
+    cos_r = e.add(e.mul(cos_t, cos_a), e.mul(sin_t, sin_a))
+    sin_r = e.sub(e.mul(sin_t, cos_a), e.mul(cos_t, sin_a))
+    sx, sy = column(xs, 2, k), column(ys, 2, k)
+    rot_x = e.add(e.mul(cos_r, sx), e.mul(e.negate(sin_r), sy))
+    rot_y = e.add(e.mul(sin_r, sx), e.mul(cos_r, sy))
+
+    def reduce(name: str, row: Value) -> Value:
+        return build.op(rw, name, [row], TensorType((1, 1), f32), axis=1, nan_mode="PROPAGATE")
+
+    max_x, min_x = reduce("tosa.reduce_max", rot_x), reduce("tosa.reduce_min", rot_x)
+    max_y, min_y = reduce("tosa.reduce_max", rot_y), reduce("tosa.reduce_min", rot_y)
+    width, height = e.sub(max_x, min_x), e.sub(max_y, min_y)
+    mid_x, mid_y = e.mul(e.add(min_x, max_x), e.const(0.5, f32)), \
+        e.mul(e.add(min_y, max_y), e.const(0.5, f32))
+    # Centre = R(-r) (mid_x, mid_y): cos(-r) = cos r, sin(-r) = -sin r.
+    centre_x = e.add(e.mul(cos_r, mid_x), e.mul(sin_r, mid_y))
+    centre_y = e.add(e.mul(e.negate(sin_r), mid_x), e.mul(cos_r, mid_y))
+    out_w, out_h = int(options["output_width"]), int(options["output_height"])
+    scale_w = e.divide(e.mul(e.const(float(options["scale_x"]), f32), width),
+                       e.const(float(out_w), f32))
+    scale_h = e.divide(e.mul(e.const(float(options["scale_y"]), f32), height),
+                       e.const(float(out_h), f32))
+    # The crop turns back by -r: R(-r) = [[cos r, sin r], [-sin r, cos r]].
+    a00, a01 = e.mul(cos_r, scale_w), e.mul(sin_r, scale_h)
+    a10, a11 = e.mul(e.negate(sin_r), scale_w), e.mul(cos_r, scale_h)
+    shift_x, shift_y = e.const(-out_w / 2.0, f32), e.const(-out_h / 2.0, f32)
+    a02 = e.add(e.add(e.mul(a00, shift_x), e.mul(a01, shift_y)), centre_x)
+    a12 = e.add(e.add(e.mul(a10, shift_x), e.mul(a11, shift_y)), centre_y)
+    row0 = concat(rw, [a00, a01, zero, a02], 1)
+    row1 = concat(rw, [a10, a11, zero, a12], 1)
+    rest = build.const(rw, np.array([[0, 0, 1, 0, 0, 0, 0, 1]], np.float32), f32)
+    return [fresh(rw, reshape_to(rw, concat(rw, [row0, row1, rest], 1), (1, 4, 4)))]
