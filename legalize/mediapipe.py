@@ -56,7 +56,19 @@ def pool_padding(size: int, stride: int, filter_size: int, padding: str) -> tupl
     return out, max((out - 1) * stride + filter_size - size, 0) // 2
 
 
+# The operator-code version of each op's definition lowered here: MediaPipe
+# registers the landmark ops' second definitions (the "v2" kernels) as version 2.
+VERSIONS = {"Convolution2DTransposeBias": 1, "MaxPoolingWithArgmax2D": 1, "MaxUnpooling2D": 1,
+            "Landmarks2TransformMatrix": 2, "TransformTensorBilinear": 2,
+            "TransformLandmarks": 2}
+
+
 def _check_float(op: Op, ranks: tuple[int, ...]) -> Failure | None:
+    code = op.attrs.get("custom_code")
+    version = op.attrs.get("custom_version", 1)
+    if version != VERSIONS[code]:
+        return Failure(f"{code} version {version}: only MediaPipe's version "
+                       f"{VERSIONS[code]} definition is lowered")
     failure = first_failure(require_float(op), require_static(op))
     if failure is not None:
         return failure
@@ -117,10 +129,16 @@ POOL_FIELDS = ("padding", "stride_width", "stride_height", "filter_width", "filt
                "activation")
 
 
+def _stored_index(position: int) -> np.float32:
+    """The float the kernel stores for window position `position`: float + 0.1f."""
+    return np.float32(position) + np.float32(0.1)
+
+
 @pattern(custom_op("MaxPoolingWithArgmax2D"), types=("f32",))
 def max_pooling_with_argmax_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Max pooling and, per output, the window-local position of its maximum,
-    filter_y * filter_width + filter_x (max_pool_argmax.cc).
+    filter_y * filter_width + filter_x, as a float32 plus 0.1 (so that the
+    unpooling's truncation to int reads it back safely) (max_pool_argmax.cc).
 
     The kernel starts each window at the lowest float and takes a value only
     when strictly greater, in row-major window order (the first maximum wins;
@@ -146,25 +164,23 @@ def max_pooling_with_argmax_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     ow, left = pool_padding(w, sw, fw, padding)
     index_type = tensor_type(op.results[1])
     if (oh, ow) != tuple(tensor_type(op.results[0]).shape[1:3]) or index_type.shape != (
-            n, oh, ow, c) or index_type.element not in (f32, i32):
+            n, oh, ow, c) or index_type.element != f32:
         return Failure(f"MaxPoolingWithArgmax2D: results {[str(v.type) for v in op.results]} "
-                       f"are not [{n}, {oh}, {ow}, {c}] values and float32 or int32 indices")
+                       f"are not [{n}, {oh}, {ow}, {c}] values and float32 indices")
     # Enough -inf padding that every window offset has oh x ow strided positions.
     rows, cols = (oh - 1) * sh + fh, (ow - 1) * sw + fw
     padded = pad_with(rw, x, [0, 0, top, max(rows - h - top, 0), left,
                               max(cols - w - left, 0), 0, 0], -np.inf)
     e = Elementwise(rw, 4)
     best = e.const(float(np.finfo(np.float32).min), f32)
-    index = e.const(0, index_type.element) if index_type.element == i32 else e.const(0.0, f32)
+    index = e.const(float(_stored_index(0)), f32)
     for fy in range(fh):
         for fx in range(fw):
             window = slice_of(rw, padded, (0, fy, fx, 0), (n, rows - fy, cols - fx, c))
             view = take_every(rw, take_every(rw, window, 1, sh, oh), 2, sw, ow)
             greater = e.greater(view, best)
             best = e.select(greater, view, best)
-            position = fy * fw + fx
-            here = e.const(position, i32) if index_type.element == i32 \
-                else e.const(float(position), f32)
+            here = e.const(float(_stored_index(fy * fw + fx)), f32)
             index = e.select(greater, here, index)
     pooled = fused_activation(rw, best, ACTIVATIONS[fields["activation"]])
     if isinstance(pooled, Failure):
@@ -175,15 +191,16 @@ def max_pooling_with_argmax_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern(custom_op("MaxUnpooling2D"), types=("f32",))
 def max_unpooling_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The inverse of MaxPoolingWithArgmax2D (max_unpooling.cc): a zero output
-    where each input value goes to in_y * stride - pad + index / filter_width,
-    in_x * stride - pad + index % filter_width, pad the pooling's leading pad
-    for this output size.
+    where each input value goes to in_y * stride - pad + k / filter_width,
+    in_x * stride - pad + k % filter_width, k its float index truncated to an
+    int, pad the pooling's leading pad for this output size.
 
-    Lowered for windows that do not overlap (filter <= stride): each window
-    offset (fy, fx) gets SELECT(index == fy * filter_width + fx, value, 0);
-    the offsets interleave (RESHAPE/TRANSPOSE) into the output grid, which is
-    cropped by the pad. Overlapping windows, where a later value may
-    overwrite an earlier one, are refused.
+    The output is input * stride in size. Lowered for windows that tile it
+    (filter == stride, as MediaPipe's models use): each window offset (fy, fx)
+    gets SELECT(k == fy * filter_width + fx, value, 0); the offsets
+    interleave (RESHAPE/TRANSPOSE) into the output grid, cropped by the pad.
+    Other windows are refused: there MediaPipe's kernel sizes its output
+    input * filter, and where values land was not pinned down.
     """
     failure = _check_float(op, (4, 4))
     if failure is not None:
@@ -196,30 +213,31 @@ def max_unpooling_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     result = tensor_type(op.results[0])
     fh, fw = fields["filter_height"], fields["filter_width"]
     sh, sw = fields["stride_height"], fields["stride_width"]
-    if fh > sh or fw > sw:
-        return Failure(f"MaxUnpooling2D: overlapping windows (filter {fh}x{fw}, stride "
-                       f"{sh}x{sw}) are not lowered")
-    if shape_of(indices) != (n, h, w, c) or tensor_type(indices).element not in (f32, i32) \
+    if (fh, fw) != (sh, sw):
+        return Failure(f"MaxUnpooling2D: only windows that tile the output (filter == stride) "
+                       f"are lowered, not filter {fh}x{fw} with stride {sh}x{sw} (MediaPipe's "
+                       "kernel then sizes its output input * filter)")
+    if shape_of(indices) != (n, h, w, c) or tensor_type(indices).element != f32 \
             or result.element != f32:
-        return Failure("MaxUnpooling2D: needs float32 values and float32 or int32 indices of "
-                       "the same shape")
+        return Failure("MaxUnpooling2D: needs float32 values and float32 indices of the same "
+                       "shape")
     padding = PADDINGS[fields["padding"]]
     _, oh, ow, _ = result.shape
-    pooled_h, top = pool_padding(oh, sh, fh, padding)
-    pooled_w, left = pool_padding(ow, sw, fw, padding)
-    if (pooled_h, pooled_w) != (h, w):
-        return Failure(f"MaxUnpooling2D: output {list(result.shape)} does not pool back to the "
-                       f"input's {h}x{w}")
+    if (oh, ow) != (h * sh, w * sw):
+        return Failure(f"MaxUnpooling2D: output {list(result.shape)} is not the size the kernel "
+                       f"gives ({padding}, stride {sh}x{sw}, filter {fh}x{fw})")
+    _, top = pool_padding(oh, sh, fh, padding)
+    _, left = pool_padding(ow, sw, fw, padding)
     e = Elementwise(rw, 4)
     zero = e.const(0.0, f32)
-    index_element = tensor_type(indices).element
+    # The kernel reads an index as static_cast<int>: truncation toward zero.
+    truncated = e.select(e.less(indices, zero), e.ceil(indices), e.floor(indices))
     parts = []
     for fy in range(sh):
         for fx in range(sw):
             if fy < fh and fx < fw:
-                k = fy * fw + fx
-                here = e.const(k, i32) if index_element == i32 else e.const(float(k), f32)
-                parts.append(e.select(e.equal(indices, here), x, zero))
+                here = e.const(float(fy * fw + fx), f32)
+                parts.append(e.select(e.equal(truncated, here), x, zero))
             else:  # a gap between windows: never written
                 parts.append(build.const(rw, np.zeros((n, h, w, c), np.float32), f32))
     stacked = reshape_to(rw, concat(rw, [reshape_to(rw, p, (n, h, w, 1, c)) for p in parts], 3),

@@ -43,12 +43,12 @@ def max_pooling_with_argmax_2d(x: np.ndarray, padding: str, stride_h: int, strid
                                filter_h: int, filter_w: int) -> tuple[np.ndarray, np.ndarray]:
     """max_pool_argmax.cc: per output, the window's first strictly greatest
     value (starting from the lowest float) and its window-local index
-    filter_y * filter_w + filter_x."""
+    filter_y * filter_w + filter_x, stored as a float plus 0.1f."""
     n, h, w, c = x.shape
     oh, top = pool_padding(h, stride_h, filter_h, padding)
     ow, left = pool_padding(w, stride_w, filter_w, padding)
     values = np.zeros((n, oh, ow, c), np.float32)
-    indices = np.zeros((n, oh, ow, c), np.int64)
+    indices = np.zeros((n, oh, ow, c), np.float32)
     for b in range(n):
         for oy in range(oh):
             for ox in range(ow):
@@ -59,14 +59,15 @@ def max_pooling_with_argmax_2d(x: np.ndarray, padding: str, stride_h: int, strid
                             iy, ix = oy * stride_h - top + fy, ox * stride_w - left + fx
                             if 0 <= iy < h and 0 <= ix < w and x[b, iy, ix, ch] > best:
                                 best, where = x[b, iy, ix, ch], fy * filter_w + fx
-                    values[b, oy, ox, ch], indices[b, oy, ox, ch] = best, where
+                    values[b, oy, ox, ch] = best
+                    indices[b, oy, ox, ch] = np.float32(where) + np.float32(0.1)
     return values, indices
 
 
 def max_unpooling_2d(x: np.ndarray, indices: np.ndarray, out_h: int, out_w: int, padding: str,
                      stride_h: int, stride_w: int, filter_h: int, filter_w: int) -> np.ndarray:
     """max_unpooling.cc: zeros, then each value written at in * stride - pad +
-    its window-local offset (index / filter_w, index % filter_w)."""
+    its window-local offset (k / filter_w, k % filter_w), k = int(index)."""
     n, h, w, c = x.shape
     _, top = pool_padding(out_h, stride_h, filter_h, padding)
     _, left = pool_padding(out_w, stride_w, filter_w, padding)

@@ -130,14 +130,16 @@ def argmax_model(x_shape, padding, sh, sw, fh, fw, index_type="FLOAT32",
 
 def test_argmax_reference_hand_derived():
     """2x2 windows, stride 2, on a 4x4 plane: maxima 6 (at window offset 1,0
-    -> index 2), 8 (1,1 -> 3), 9 (0,0 -> 0) and 7 with a tie (first, 0,1 -> 1)."""
+    -> index 2), 8 (1,1 -> 3), 9 (0,0 -> 0) and 7 with a tie (first, 0,1 -> 1),
+    each index stored as a float plus 0.1."""
     plane = np.array([[1, 0, 3, 2],
                       [6, 5, 4, 8],
                       [9, 1, 2, 7],
                       [3, 2, 7, 0]], np.float32).reshape(1, 4, 4, 1)
     values, indices = mediapipe_ref.max_pooling_with_argmax_2d(plane, "VALID", 2, 2, 2, 2)
     np.testing.assert_array_equal(values[0, :, :, 0], [[6, 8], [9, 7]])
-    np.testing.assert_array_equal(indices[0, :, :, 0], [[2, 3], [0, 1]])
+    np.testing.assert_array_equal(indices[0, :, :, 0],
+                                  np.float32([[2, 3], [0, 1]]) + np.float32(0.1))
     unpooled = mediapipe_ref.max_unpooling_2d(values, indices, 4, 4, "VALID", 2, 2, 2, 2)
     np.testing.assert_array_equal(unpooled[0, :, :, 0], [[0, 0, 0, 0],
                                                          [6, 0, 0, 8],
@@ -155,21 +157,26 @@ ARGMAX_CASES = {
 }
 
 
-@pytest.mark.parametrize("index_type", ["FLOAT32", "INT32"])
 @pytest.mark.parametrize("case", ARGMAX_CASES)
-def test_max_pooling_with_argmax(tmp_path, case, index_type):
+def test_max_pooling_with_argmax(tmp_path, case):
     x_shape, padding, sh, sw, fh, fw = ARGMAX_CASES[case]
     rng = np.random.default_rng(11)
     # Few distinct values: many ties, where the first maximum must win.
     x = rng.integers(-3, 3, size=x_shape).astype(np.float32)
-    path = write_model(argmax_model(x_shape, padding, sh, sw, fh, fw, index_type),
-                       tmp_path / "m.tflite")
+    path = write_model(argmax_model(x_shape, padding, sh, sw, fh, fw), tmp_path / "m.tflite")
     values, indices = ours_and_arm(path, [x])
     want_values, want_indices = mediapipe_ref.max_pooling_with_argmax_2d(x, padding, sh, sw,
                                                                          fh, fw)
     np.testing.assert_array_equal(values, want_values)
     np.testing.assert_array_equal(indices, want_indices)
-    assert indices.dtype == (np.float32 if index_type == "FLOAT32" else np.int32)
+
+
+def test_int32_pool_indices_are_refused(tmp_path):
+    """MediaPipe's kernels keep indices in float32 only."""
+    path = write_model(argmax_model((1, 4, 4, 1), "VALID", 2, 2, 2, 2, "INT32"),
+                       tmp_path / "m.tflite")
+    with pytest.raises(ConversionError, match="float32 indices"):
+        convert(path)
 
 
 def test_max_pooling_with_argmax_relu6(tmp_path):
@@ -195,33 +202,32 @@ def unpool_model(x_shape, out_hw, padding, sh, sw, fh, fw, index_type="FLOAT32"
 
 
 UNPOOL_CASES = {
-    # (unpooled shape, padding, stride h, w, filter h, w)
-    "valid_2x2_s2": ((1, 6, 6, 3), "VALID", 2, 2, 2, 2),
-    "same_2x2_s2_odd": ((1, 5, 7, 2), "SAME", 2, 2, 2, 2),
-    "same_2x2_s3_gaps": ((1, 7, 8, 2), "SAME", 3, 3, 2, 2),
-    "valid_1x2_s2": ((2, 4, 6, 1), "VALID", 2, 2, 1, 2),
+    # (pooled shape, padding, stride = filter h, w): the output is pooled * stride
+    "valid_2x2": ((1, 3, 3, 3), "VALID", 2, 2),
+    "same_2x2": ((1, 3, 4, 2), "SAME", 2, 2),
+    "same_3x2": ((2, 2, 3, 1), "SAME", 3, 2),
 }
 
 
-@pytest.mark.parametrize("index_type", ["FLOAT32", "INT32"])
 @pytest.mark.parametrize("case", UNPOOL_CASES)
-def test_max_unpooling(tmp_path, case, index_type):
-    (n, oh, ow, c), padding, sh, sw, fh, fw = UNPOOL_CASES[case]
-    h, _ = mediapipe_ref.pool_padding(oh, sh, fh, padding)
-    w, _ = mediapipe_ref.pool_padding(ow, sw, fw, padding)
+def test_max_unpooling(tmp_path, case):
+    (n, h, w, c), padding, sh, sw = UNPOOL_CASES[case]
+    oh, ow = h * sh, w * sw
     rng = np.random.default_rng(13)
     x = rng.normal(size=(n, h, w, c)).astype(np.float32)
-    dtype = np.float32 if index_type == "FLOAT32" else np.int32
-    indices = rng.integers(0, fh * fw, size=(n, h, w, c)).astype(dtype)
-    path = write_model(unpool_model((n, h, w, c), (oh, ow), padding, sh, sw, fh, fw, index_type),
+    # Stored indices as the pooling writes them (k + 0.1), some exact k too.
+    indices = rng.integers(0, sh * sw, size=(n, h, w, c)).astype(np.float32)
+    indices[..., ::2] += np.float32(0.1)
+    path = write_model(unpool_model((n, h, w, c), (oh, ow), padding, sh, sw, sh, sw),
                        tmp_path / "m.tflite")
     (ours,) = ours_and_arm(path, [x, indices])
-    want = mediapipe_ref.max_unpooling_2d(x, indices, oh, ow, padding, sh, sw, fh, fw)
+    want = mediapipe_ref.max_unpooling_2d(x, indices, oh, ow, padding, sh, sw, sh, sw)
     np.testing.assert_array_equal(ours, want)
 
 
-def test_unpooling_overlapping_windows_is_refused(tmp_path):
-    path = write_model(unpool_model((1, 3, 3, 1), (6, 6), "SAME", 2, 2, 3, 3),
-                       tmp_path / "m.tflite")
-    with pytest.raises(ConversionError, match="overlapping windows"):
+@pytest.mark.parametrize("filter_size", [3, 1])
+def test_unpooling_windows_not_tiling_are_refused(tmp_path, filter_size):
+    path = write_model(unpool_model((1, 3, 3, 1), (6, 6), "SAME", 2, 2, filter_size,
+                                    filter_size), tmp_path / "m.tflite")
+    with pytest.raises(ConversionError, match="filter == stride"):
         convert(path)
