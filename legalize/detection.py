@@ -127,7 +127,8 @@ class _Detection:
         the threshold (never where either area is not positive)."""
         e = self.e
         ymin, xmin, ymax, xmax = self.corners
-        p_ymin, p_xmin, p_ymax, p_xmax = (slice_of(self.rw, picked, (0, k), (shape_of(picked)[0], 1))
+        rows = shape_of(picked)[0]
+        p_ymin, p_xmin, p_ymax, p_xmax = (slice_of(self.rw, picked, (0, k), (rows, 1))
                                           for k in range(4))
         p_area = e.mul(e.sub(p_ymax, p_ymin), e.sub(p_xmax, p_xmin))
         zero = e.const(0.0, f32)

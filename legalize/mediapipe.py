@@ -1,7 +1,8 @@
 """MediaPipe's custom ops (mediapipe/util/tflite/operations/*.cc), lowered from
 their definitions there. TFLite cannot run them without MediaPipe's op
-resolver, so their tests judge against numpy transcriptions of those
-definitions (tests/mediapipe_ref.py) and against Arm's reference model.
+resolver; their tests judge against MediaPipe's own runtime (outputs it
+computed, tests/fixtures/mediapipe/judged/), numpy transcriptions of the
+definitions (tests/mediapipe_ref.py) and Arm's reference model.
 
 Options: Convolution2DTransposeBias, MaxPoolingWithArgmax2D and
 MaxUnpooling2D carry a raw C struct as their custom options
@@ -14,6 +15,8 @@ SAME, 2 VALID. The landmark ops carry flexbuffer maps.
 from __future__ import annotations
 
 import struct
+from typing import Any
+
 import numpy as np
 
 from legalize.common import fused_activation, require_float, require_static, tensor_type
@@ -63,8 +66,13 @@ VERSIONS = {"Convolution2DTransposeBias": 1, "MaxPoolingWithArgmax2D": 1, "MaxUn
             "TransformLandmarks": 2}
 
 
-def _check_float(op: Op, ranks: tuple[int, ...]) -> Failure | None:
+def _check_float(op: Op, rw: Rewriter, ranks: tuple[int, ...]) -> Failure | None:
+    """The version lowered, float32 static operands of `ranks`. MediaPipe's
+    kernels take float32 only, so a quantized one is not lowered through the
+    dequantize/float fallback either (its float stand-in is not rw.matched)."""
     code = op.attrs.get("custom_code")
+    if op is not rw.matched:
+        return Failure(f"{code}: MediaPipe's kernel takes float32 tensors only")
     version = op.attrs.get("custom_version", 1)
     if version != VERSIONS[code]:
         return Failure(f"{code} version {version}: only MediaPipe's version "
@@ -93,7 +101,7 @@ def convolution_2d_transpose_bias(op: Op, rw: Rewriter) -> list[Value] | Failure
     smaller half of the pad first), dropping what falls outside; here out_pad
     = -(that leading pad) before and what gives the result's size after.
     """
-    failure = _check_float(op, (4, 4, 1))
+    failure = _check_float(op, rw, (4, 4, 1))
     if failure is not None:
         return failure
     fields = struct_fields(op, ("padding", "stride_width", "stride_height"))
@@ -146,7 +154,7 @@ def max_pooling_with_argmax_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     of the input padded with -inf, folded in that order with GREATER and
     SELECT; the activation clamps the pooled values, not the indices.
     """
-    failure = _check_float(op, (4,))
+    failure = _check_float(op, rw, (4,))
     if failure is not None:
         return failure
     fields = struct_fields(op, POOL_FIELDS)
@@ -202,7 +210,7 @@ def max_unpooling_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     Other windows are refused: there MediaPipe's kernel sizes its output
     input * filter, and where values land was not pinned down.
     """
-    failure = _check_float(op, (4, 4))
+    failure = _check_float(op, rw, (4, 4))
     if failure is not None:
         return failure
     fields = struct_fields(op, POOL_FIELDS)
@@ -296,7 +304,7 @@ def _affine(e: Elementwise, rw: Rewriter, matrix: Value, row: int, x: Value, y: 
 def transform_landmarks(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Each 2D landmark (x, y) of [1, N, 2] mapped through the matrix's first
     two rows (transform_landmarks.cc, v2)."""
-    failure = _check_float(op, (3, 3))
+    failure = _check_float(op, rw, (3, 3))
     if failure is not None:
         return failure
     landmarks, matrix = op.operands
@@ -324,7 +332,7 @@ def transform_tensor_bilinear(op: Op, rw: Rewriter) -> list[Value] | Failure:
     (1 - rx) * left + rx * right, rx, ly the fractional parts. Here the four
     neighbours are GATHERs from [1, H * W, C] at clamped flat indices.
     """
-    failure = _check_float(op, (4, 3))
+    failure = _check_float(op, rw, (4, 3))
     if failure is not None:
         return failure
     x, matrix = op.operands
@@ -406,7 +414,7 @@ def landmarks_to_transform_matrix(op: Op, rw: Rewriter) -> list[Value] | Failure
     identity. cos r and sin r come from the normalized left -> right vector
     (exactly the angle's cosine and sine up to rounding).
     """
-    failure = _check_float(op, (3,))
+    failure = _check_float(op, rw, (3,))
     if failure is not None:
         return failure
     options = flex_options(op, LANDMARK_MATRIX_OPTIONS)

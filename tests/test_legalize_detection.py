@@ -261,3 +261,28 @@ def test_bad_options_are_named_errors(tmp_path, options, message):
     path = write_model(b, tmp_path / "m.tflite")
     with pytest.raises(ConversionError, match=message.replace("(", r"\(").replace("]", r"\]")):
         convert(path)
+
+
+def _ssd_scale(tmp_path, options: dict) -> None:
+    """SSD MobileNet's sizes: 1917 anchors, 90 classes plus background."""
+    rng = np.random.default_rng(9)
+    n = 1917
+    anchors = np.stack([rng.uniform(0, 1, n), rng.uniform(0, 1, n),
+                        rng.uniform(0.05, 0.5, n), rng.uniform(0.05, 0.5, n)], 1)
+    options = {**OPTIONS, "num_classes": 90, "nms_score_threshold": 1e-8,
+               "nms_iou_threshold": 0.6, **options}
+    path = write_model(detector(anchors.astype(np.float32), options), tmp_path / "m.tflite")
+    feeds = random_feeds(rng, n, 91, 1)
+    check_model(path, inputs=feeds)
+    assert reference_outputs(path, feeds[0])[3][0] == options["max_detections"]
+
+
+def test_ssd_scale_fast_nms(tmp_path):
+    _ssd_scale(tmp_path, {"max_detections": 10})
+
+
+@pytest.mark.slow
+def test_ssd_scale_regular_nms(tmp_path):
+    """100 detections per class and overall: the unrolled loops at full size."""
+    _ssd_scale(tmp_path, {"max_detections": 100, "detections_per_class": 100,
+                          "use_regular_nms": True})
