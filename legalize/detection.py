@@ -18,11 +18,17 @@ The semantics follow TFLite's kernel (tensorflow/lite/kernels/detection_postproc
   suppresses, a bounded unrolled loop.
 - Fast NMS (`use_regular_nms` false): one NMS on each anchor's best class
   score, `max_detections` kept; each kept anchor reports its
-  min(max_classes_per_detection, num_classes) best classes (equal scores:
-  lower class first) in row `max_classes_per_detection * k + c`.
+  min(max_classes_per_detection, num_classes) best classes in row
+  `max_classes_per_detection * k + c`. With one class per detection (the
+  detectors' setting) the kernel takes the ARGMAX, first of equal scores, as
+  here. With more, it orders them with std::partial_sort, which leaves equal
+  scores in an order the C++ standard does not fix (libstdc++'s heap order);
+  here equal scores list the lower class first, so only the order of tied
+  classes can differ.
 - Regular NMS: one NMS per class, min(detections_per_class, max_detections)
   kept per class (done for all classes at once), then the `max_detections`
-  best of all kept by score (equal scores: lower class, then NMS order).
+  best of all kept by score (equal scores: lower class, then NMS order, which
+  is what TFLite's kernel gave in every tie tried).
 - Outputs: boxes [1, D, 4], classes [1, D], scores [1, D], count [1]
   (float32), D = max_detections * max_classes_per_detection; count is the
   number of rows (fast: of anchors) filled. Rows the kernel does not write
