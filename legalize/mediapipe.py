@@ -302,22 +302,25 @@ def _affine(e: Elementwise, rw: Rewriter, matrix: Value, row: int, x: Value, y: 
 
 @pattern(custom_op("TransformLandmarks"), types=("f32",))
 def transform_landmarks(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """Each 2D landmark (x, y) of [1, N, 2] mapped through the matrix's first
-    two rows (transform_landmarks.cc, v2)."""
+    """Each landmark's (x, y) of [1, N, 2 or 3] mapped through the matrix's
+    first two rows as (x, y, 0, 1); a z is passed through unchanged
+    (transform_landmarks.cc, v2)."""
     failure = _check_float(op, rw, (3, 3))
     if failure is not None:
         return failure
     landmarks, matrix = op.operands
     _, n, dims = shape_of(landmarks)
-    if dims != 2 or shape_of(matrix) != (1, 4, 4) or tensor_type(op.results[0]).shape != (
-            1, n, 2):
-        return Failure(f"TransformLandmarks: needs [1, N, 2] landmarks and a [1, 4, 4] matrix, "
-                       f"not {list(shape_of(landmarks))} and {list(shape_of(matrix))}")
+    if dims not in (2, 3) or shape_of(matrix) != (1, 4, 4) or \
+            tensor_type(op.results[0]).shape != (1, n, dims):
+        return Failure(f"TransformLandmarks: needs [1, N, 2 or 3] landmarks and a [1, 4, 4] "
+                       f"matrix, not {list(shape_of(landmarks))} and {list(shape_of(matrix))}")
     e = Elementwise(rw, 2)
-    points = reshape_to(rw, landmarks, (n, 2))
+    points = reshape_to(rw, landmarks, (n, dims))
     x, y = (slice_of(rw, points, (0, k), (n, 1)) for k in range(2))
-    moved = concat(rw, [_affine(e, rw, matrix, 0, x, y), _affine(e, rw, matrix, 1, x, y)], 1)
-    return [fresh(rw, reshape_to(rw, moved, (1, n, 2)))]
+    columns = [_affine(e, rw, matrix, 0, x, y), _affine(e, rw, matrix, 1, x, y)]
+    if dims == 3:
+        columns.append(slice_of(rw, points, (0, 2), (n, 1)))
+    return [fresh(rw, reshape_to(rw, concat(rw, columns, 1), (1, n, dims)))]
 
 
 @pattern(custom_op("TransformTensorBilinear"), types=("f32",))
@@ -424,7 +427,8 @@ def landmarks_to_transform_matrix(op: Op, rw: Rewriter) -> list[Value] | Failure
     _, n, dims = shape_of(landmarks)
     subset = [int(i) for i in options["subset_idxs"]]
     indices = [int(options["left_rotation_idx"]), int(options["right_rotation_idx"]), *subset]
-    if dims < 2 or not subset or min(indices) < 0 or max(indices) >= n or \
+    # The kernel reads landmark i at i * 3 (x, y, z): three values per landmark.
+    if dims != 3 or not subset or min(indices) < 0 or max(indices) >= n or \
             tensor_type(op.results[0]).shape != (1, 4, 4):
         return Failure(f"Landmarks2TransformMatrix: landmarks {list(shape_of(landmarks))}, "
                        f"indices {min(indices)}..{max(indices)} or result "

@@ -146,6 +146,31 @@ def landmark_ops(side: int, target: float, crop: tuple[int, int]) -> Callable[[]
     return make
 
 
+def transform_landmarks_3d() -> Case:
+    """3D landmarks and a matrix, both read from the image's pixels."""
+    image = _image((4, 4), 256, 5)
+    b = TfliteBuilder()
+    x = _input(b, image)
+
+    def reshape(source: int, shape: list[int], name: str) -> int:
+        target_shape = b.tensor([len(shape)], "INT32", name + "_shape",
+                                data=np.array(shape, np.int32))
+        out = b.tensor(shape, "FLOAT32", name)
+        b.op("RESHAPE", [source, target_shape], [out])
+        return out
+
+    points = reshape(x, [1, 16, 3], "points")
+    rows = reshape(x, [1, 4, 12], "rows")
+    matrix = b.tensor([1, 4, 4], "FLOAT32", "matrix")
+    begin = b.tensor([3], "INT32", "begin", data=np.zeros(3, np.int32))
+    size = b.tensor([3], "INT32", "size", data=np.array([1, 4, 4], np.int32))
+    b.op("SLICE", [rows, begin, size], [matrix])
+    moved = b.tensor([1, 16, 3], "FLOAT32", "moved")
+    b.op("CUSTOM", [points, matrix], [moved], custom_code="TransformLandmarks")
+    b.io([x], [moved])
+    return Case(b, image)
+
+
 CASES: dict[str, Callable[[], Case]] = {
     "transpose_conv_same_k2_s2": transpose_conv((5, 4), 2, (2, 2), "SAME", (2, 2), (9, 8)),
     "transpose_conv_same_k3_s2": transpose_conv((5, 6), 4, (3, 3), "SAME", (2, 2), (9, 12)),
@@ -158,4 +183,5 @@ CASES: dict[str, Callable[[], Case]] = {
     "pool_valid_3x2_s1x2": pool((6, 6), "VALID", (1, 2), (3, 2), (4, 3), unpool=False),
     "landmarks_target_0": landmark_ops(8, 0.0, (6, 5)),
     "landmarks_target_0.7": landmark_ops(8, 0.7, (4, 6)),
+    "transform_landmarks_3d": transform_landmarks_3d,
 }
