@@ -42,3 +42,29 @@ def test_unknown_custom_op_is_a_named_error_listing_known_ones(tmp_path):
     assert "custom op MyOwnOp has no TOSA lowering" in message
     for code in known_custom_ops():
         assert code in message
+
+
+def test_custom_op_lowerings_pass_tosa_opt_validation(tmp_path):
+    """The TOSA of a detector (regular NMS) and of MediaPipe's face mesh with
+    attention (all three landmark ops) parses and validates in Arm's tosa-opt."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_legalize_detection import OPTIONS, detector, ssd_anchors
+
+    from tfl2tosa.pipeline import emit
+
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "mediapipe"
+    sources = [write_model(detector(ssd_anchors(2), {**OPTIONS, "use_regular_nms": True}),
+                           tmp_path / "detector.tflite"),
+               fixtures / "face_landmark_with_attention.tflite"]
+    opt = Path(sys.executable).parent / "tosa-opt"
+    for source in sources:
+        module, _ = convert(source)
+        text = tmp_path / f"{source.stem}.mlir"
+        text.write_bytes(emit(module, "mlir"))
+        result = subprocess.run([str(opt), str(text), "--tosa-validate", "-o",
+                                 str(tmp_path / "round.mlir")], capture_output=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr.decode()[-2000:]
