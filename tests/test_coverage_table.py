@@ -38,3 +38,9 @@ def test_custom_section_lists_every_custom_op():
     for key in customs:
         assert f"| `{key.split(':', 1)[1]}` |" in rows
         assert f"| `{key.upper()}` |" not in rows  # not among the builtins
+
+
+def test_inlined_ops_say_so_in_every_column():
+    for column in ("f32", "i8", "i16"):
+        assert coverage.cell("tfl.stablehlo_composite", column) == "inlined"
+        assert coverage.cell("tfl.call", column) == "inlined"
