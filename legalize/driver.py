@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legalize.fallback import lower_through_float
-from legalize.registry import patterns_for
+from legalize.registry import op_key, patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
 from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized, storage_type
@@ -164,7 +164,7 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
     if refusal is not None:
         return OpOutcome(op.name, op.loc, types, "unsupported", "", refusal)
     reasons: list[str] = []
-    for entry in patterns_for(op.name, disabled):
+    for entry in patterns_for(op_key(op), disabled):
         mark = len(new_ops)
         values = entry.fn(op, Rewriter(graph, new_ops, op, disabled))
         if values is None or isinstance(values, Failure):
