@@ -21,7 +21,7 @@ import numpy as np
 
 from legalize.common import constant_value, element, require_float, require_static, tensor_type
 from legalize.elementwise import Elementwise, elementwise_for, first_failure
-from legalize.quantized import dequantized
+from legalize.quantized import dequantized_values
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
@@ -162,5 +162,5 @@ def dequantize_constant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if is_quantized(target) or not target.is_float:
         return Failure(f"DEQUANTIZE to {target}")
     shape = tensor_type(x).shape
-    real = dequantized(np.asarray(array).reshape(shape), q).astype(numpy_dtype(target))
+    real = dequantized_values(np.asarray(array).reshape(shape), q).astype(numpy_dtype(target))
     return [build.const(rw, real.reshape(shape), target)]

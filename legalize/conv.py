@@ -28,7 +28,7 @@ from legalize.common import (
     tensor_type,
     with_fused_activation,
 )
-from legalize.quantized import dequantized
+from legalize.quantized import dequantized_values
 from legalize.registry import pattern
 from legalize.window import (
     conv_window,
@@ -87,7 +87,7 @@ def float_weights(rw: Rewriter, value: Value, element: ElementType) -> Value | F
         if array is None or not isinstance(t.element, (UniformQuantized,
                                                        UniformQuantizedPerAxis)):
             return Failure(f"{value.name}: quantized weights must be constants")
-        return build.const(rw, dequantized(array, t.element).astype(numpy_dtype(element)),
+        return build.const(rw, dequantized_values(array, t.element).astype(numpy_dtype(element)),
                            element)
     if t.element == element:
         return value

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import constant_value
-from legalize.quantized import dequantized
+from legalize.quantized import dequantized_values
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since
 from tfl2tosa.ir.types import (
@@ -46,7 +46,7 @@ def dequantized(rw: Rewriter, value: Value) -> Value:
     if array is None or not float_type.is_static:
         return rw.op("quant.dcast", [value], float_type)
     stored = np.asarray(array).reshape(float_type.shape)
-    real = dequantized(stored, value.type.element)
+    real = dequantized_values(stored, value.type.element)
     return build.const(rw, real.astype(numpy_dtype(float_type.element)), float_type.element)
 
 

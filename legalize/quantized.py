@@ -12,7 +12,7 @@ is bit exact with them (facts: shared/research/LEGALIZATION.md, section 2).
 - Fused activation bounds: `quantize_scalar` (used by legalize.common.fused_activation).
 - TABLE contents: `table_i8` (TFLite `LUTPopulateInt8`) and `table_i16`
   (TFLite `LUTPopulateInt16`).
-- Constants: `dequantized` (TFLite's DEQUANTIZE of stored integers).
+- Constants: `dequantized_values` (TFLite's DEQUANTIZE of stored integers).
 - MEAN: `mean_multiplier` (the 1/N folding of TFLite's integer mean).
 - gemmlowp fixed point (scalar emulation) and SOFTMAX: `exp_on_negative_values`,
   `softmax_input_scaling`, `softmax_exp` (contents of the softmax tables).
@@ -51,7 +51,7 @@ from tfl2tosa.ir.types import (
 from tfl2tosa.tosa import build
 
 
-def dequantized(array: np.ndarray, element: ElementType) -> np.ndarray:
+def dequantized_values(array: np.ndarray, element: ElementType) -> np.ndarray:
     """TFLite's DEQUANTIZE of stored integers `array`: `scale * (q - zero_point)`
     as float32, per tensor, along the quantized axis, or per block.
 

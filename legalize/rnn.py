@@ -48,7 +48,8 @@ from legalize.common import (
     scalar,
     tensor_type,
 )
-from legalize.conv import dequantized, require_float_activations
+from legalize.conv import require_float_activations
+from legalize.quantized import dequantized_values
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
@@ -114,7 +115,7 @@ def _array(value: Value) -> np.ndarray | None:
     if is_quantized(t.element):
         if value.owner is not None and value.owner.attrs.get("packed_int4"):
             return None
-        return dequantized(array, t.element)
+        return dequantized_values(array, t.element)
     return np.asarray(array)
 
 
