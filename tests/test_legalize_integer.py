@@ -284,6 +284,36 @@ def test_fully_connected(tmp_path, params) -> None:
     check_integer(fully_connected_model(tmp_path, **params))
 
 
+def test_fully_connected_16x8_accumulator_beyond_int32(tmp_path) -> None:
+    """Weight scales near 1e-5 with an int16 input scale near 3e-5 make the int64
+    bias `bias / (s_in * s_w)` reach 6e9. TFLite multiplies that accumulator by its
+    32-bit multiplier in 64-bit arithmetic; RESCALE from i48 has only 16-bit
+    multipliers (which round otherwise) and the exact narrowing to i32 no longer
+    fits (it failed apply_scale_16's REQUIRE). The pattern refuses it by name and
+    the fallback computes it, within one LSB of TFLite on 2000 rows."""
+    rng = _rng(0)
+    units, depth, rows = 6, 32, 2000
+    s_in, s_out = 3.0e-5, 3.0e-3
+    s_w = rng.uniform(0.8e-5, 1.2e-5, units).astype(np.float32)
+    bias_scales = [float(np.float32(s_in) * s) for s in s_w]
+    bias_q = np.round(rng.uniform(-2, 2, units) / np.array(bias_scales)).astype(np.int64)
+    assert np.abs(bias_q).max() > 2 ** 32
+    b = TfliteBuilder()
+    x = b.tensor([rows, depth], "INT16", "x", scale=[s_in], zero_point=[0])
+    w = b.tensor([units, depth], "INT8", "w", scale=[float(s) for s in s_w],
+                 zero_point=[0] * units, axis=0,
+                 data=rng.integers(-127, 128, (units, depth)).astype(np.int8))
+    bias = b.tensor([units], "INT64", "b", data=bias_q, scale=bias_scales,
+                    zero_point=[0] * units)
+    y = b.tensor([rows, units], "INT16", "y", scale=[s_out], zero_point=[0])
+    b.op("FULLY_CONNECTED", [x, w, bias], [y], options=b.options("FullyConnectedOptions"))
+    b.io([x], [y])
+    conversion, report = check_model(_write(b, tmp_path), runs=2)
+    (outcome,) = conversion.outcomes
+    assert outcome["path"] == "fallback" and "beyond int32" in outcome["reason"]
+    assert all(o.max_lsb <= 1 for o in report.outputs)
+
+
 def test_fully_connected_run_time_weights(tmp_path) -> None:
     """Weights as a second graph input, with a non-zero zero point (TFLite's FC
     subtracts it; TOSA's weight_zp does the same), and no bias."""

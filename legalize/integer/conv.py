@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import math
 
-from legalize.common import with_fused_activation
+import numpy as np
+
+from legalize.common import constant_value, is_none, with_fused_activation
 from legalize.integer.support import (
     ACC_TYPE,
     accumulator_bias,
@@ -168,6 +170,31 @@ def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
                      (kh, kw, channels, oc // channels))
 
 
+def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
+    """Why a 16x8 FULLY_CONNECTED's int64 accumulator may not fit int32, if it may.
+
+    TFLite's reference kernel multiplies that accumulator by the 32-bit multiplier in
+    64-bit arithmetic (one rounding). TOSA has no such step: RESCALE from i48 takes
+    16-bit multipliers only (TFLite's reduced multiplier, which rounds differently),
+    so the pattern narrows the accumulator to i32 first, exactly while it fits. A
+    large int64 bias (tiny weight scales make `bias / (s_in * s_w)` huge) or a
+    long, full-range sum would not fit: the fallback takes those."""
+    weights = constant_value(op.operands[1])
+    bias = constant_value(op.operands[2]) if len(op.operands) > 2 and \
+        not is_none(op.operands[2]) else np.zeros(1, dtype=np.int64)
+    if weights is None or bias is None:
+        return Failure(f"{op.name}: 16x8 with run-time weights or bias (the int64 "
+                       "accumulator's range is unknown)")
+    inputs = 32768 + abs(q_in.zero_point)
+    sums = np.abs(np.asarray(weights, dtype=np.int64)).sum(axis=1) * inputs + \
+        np.abs(np.asarray(bias, dtype=np.int64).reshape(-1))
+    if int(sums.max(initial=0)) >= 1 << 31:
+        return Failure(f"{op.name}: the int64 accumulator may reach {int(sums.max())}, "
+                       "beyond int32 (TFLite scales it with a 32-bit multiplier; TOSA's "
+                       "48-bit RESCALE has only 16-bit multipliers)")
+    return None
+
+
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
          types=("i8", "i16"))
 @integer_pattern
@@ -189,6 +216,8 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     rows = math.prod(x_shape) // ic
     if rows * ic != math.prod(x_shape) or rows * oc != tensor_type(op.results[0]).num_elements:
         return Failure(f"{op.name}: input {list(x_shape)} does not fit weights [{oc}, {ic}]")
+    if acc_element == i48 and (refused := _wide_accumulator_refusal(op, operands[0])):
+        return refused
     accumulated = accumulate(rw, op, operands, "tosa.conv2d",
                               build.reshape(rw, op.operands[0], (rows, 1, 1, ic)),
                               (oc, 1, 1, ic), (rows, 1, 1, oc), pad=[0, 0, 0, 0],
@@ -199,8 +228,8 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
         # with the 32-bit multiplier (single rounding), which RESCALE only applies
-        # to 32-bit inputs: narrow the accumulator first (exact; REQUIRE it fits
-        # int32, true unless |sum of products + bias| reaches 2^31).
+        # to 32-bit inputs: narrow the accumulator first (exact: it fits int32, as
+        # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
     return scaled_output(rw, op, acc, scales, operands[1])
