@@ -115,13 +115,14 @@ def _write(b: TfliteBuilder, tmp_path, name: str = "model.tflite"):
 
 def conv_model(tmp_path, *, input_shape, filters, kernel, stride=(1, 1), dilation=(1, 1),
                padding="SAME", activation="NONE", zp_in=-3, zp_out=5, per_channel=True,
-               bits=8, seed=0):
+               bits=8, seed=0, filter_channels=None):
+    """`filter_channels` below the input's makes a grouped convolution."""
     rng = _rng(seed)
     b = TfliteBuilder()
     act_type, bias_type, x_rms, _ = _KINDS[bits]
     if bits == 16:
         zp_in = zp_out = 0
-    channels = input_shape[-1]
+    channels = filter_channels or input_shape[-1]
     s_in = 0.03 if bits == 8 else 2.0 ** -12
     weights = rng.integers(-127, 128, (filters, *kernel, channels)).astype(np.int8)
     s_w = rng.uniform(0.002, 0.01, filters).astype(np.float32) if per_channel else \
@@ -157,6 +158,16 @@ def _out_size(size: int, kernel: int, stride: int, dilation: int, padding: str) 
 
 
 CONV_CASES = [
+    # Groups of one input channel (keras-hub's MobileNetV3 writes its depthwise
+    # convolutions so): the depthwise lowering, multiplier filters / channels.
+    pytest.param({"input_shape": (1, 7, 7, 6), "filters": 6, "kernel": (3, 3),
+                  "filter_channels": 1}, id="conv2d_groups_of_one_channel"),
+    pytest.param({"input_shape": (2, 9, 8, 4), "filters": 12, "kernel": (3, 2),
+                  "stride": (2, 1), "padding": "VALID", "filter_channels": 1,
+                  "activation": "RELU6"}, id="conv2d_groups_of_one_multiplier3_valid"),
+    pytest.param({"input_shape": (1, 6, 6, 5), "filters": 10, "kernel": (3, 3),
+                  "stride": (2, 2), "filter_channels": 1, "bits": 16},
+                 id="conv2d_16x8_groups_of_one_multiplier2"),
     pytest.param({"input_shape": (1, 9, 9, 3), "filters": 4, "kernel": (3, 3),
                   "stride": (2, 2)}, id="conv2d_same_stride2_odd"),
     pytest.param({"input_shape": (2, 8, 10, 4), "filters": 5, "kernel": (3, 2),

@@ -86,10 +86,11 @@ def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType) -> list
 
 def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: Value,
                filter_shape: tuple[int, ...] | None, acc_shape: tuple[int, ...],
-               bias_index: int = 2, **attrs: object) -> tuple[Value, list[float]] | Failure:
-    """The convolution `tosa_name` of `x` with op's weights (operand 1, reshaped
-    to `filter_shape`), bias and zero points into the accumulator, and the
-    per-channel scales that take the accumulator to the output."""
+               bias_index: int = 2, filter_perm: tuple[int, ...] | None = None,
+               **attrs: object) -> tuple[Value, list[float]] | Failure:
+    """The convolution `tosa_name` of `x` with op's weights (operand 1, transposed
+    by `filter_perm` and reshaped to `filter_shape`), bias and zero points into the
+    accumulator, and the per-channel scales that take the accumulator to the output."""
     x_type, out_type, weights, acc_element = operands
     channels = acc_shape[-1]
     scales = _channel_scales(op, x_type, out_type, weights, channels)
@@ -98,7 +99,7 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
     for checked in (scales, bias, zero_points):
         if isinstance(checked, Failure):
             return checked
-    filter_ = weight_operand(rw, op.operands[1], filter_shape)
+    filter_ = weight_operand(rw, op.operands[1], filter_shape, filter_perm)
     if isinstance(filter_, Failure):
         return filter_
     acc = build.op(rw, tosa_name, [x, filter_, bias, *zero_points],
@@ -118,7 +119,8 @@ def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
 
 
 def _windowed(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, kernel: tuple[int, int],
-              filter_shape: tuple[int, ...] | None) -> list[Value] | Failure:
+              filter_shape: tuple[int, ...] | None,
+              filter_perm: tuple[int, ...] | None = None) -> list[Value] | Failure:
     """CONV2D or DEPTHWISE_CONV2D over op's input with TFLite's window, then
     the per-channel RESCALE and CLAMP."""
     x = op.operands[0]
@@ -128,8 +130,8 @@ def _windowed(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, kern
         return window
     pads, stride, dilation, used = window
     accumulated = accumulate(rw, op, operands, tosa_name, trimmed_input(rw, x, used),
-                              filter_shape, result.shape, pad=pads, stride=stride,
-                              dilation=dilation)
+                              filter_shape, result.shape, filter_perm=filter_perm, pad=pads,
+                              stride=stride, dilation=dilation)
     if isinstance(accumulated, Failure):
         return accumulated
     acc, scales = accumulated
@@ -145,7 +147,14 @@ def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     channels = tensor_type(op.operands[0]).shape[3]
-    _, kh, kw, ic = operands[2].shape
+    oc, kh, kw, ic = operands[2].shape
+    if ic == 1 and channels > 1 and oc % channels == 0:
+        # Groups of one input channel: reference_integer_ops::ConvPerChannel gives
+        # output channel o the input channel o // (oc / channels), as a depthwise
+        # convolution with multiplier oc / channels does; same accumulator, same
+        # per-output-channel scaling.
+        return _windowed(rw, op, operands, "tosa.depthwise_conv2d", (kh, kw),
+                         (kh, kw, channels, oc // channels), filter_perm=(3, 1, 2, 0))
     if ic != channels:
         return Failure(f"{op.name}: grouped int8 convolution ({channels} input channels, "
                        f"filter {ic}) is not supported")
