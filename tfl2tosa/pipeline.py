@@ -35,6 +35,7 @@ class ConversionReport:
     """Per model: ops in and out, which path each op took, errors, timings."""
 
     model: str
+    kernels: str = "reference"        # the TFLite kernels integer ops reproduce
     ops_in: dict[str, int] = field(default_factory=dict)
     ops_out: dict[str, int] = field(default_factory=dict)
     outcomes: list[dict[str, str]] = field(default_factory=list)
@@ -75,8 +76,12 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             disabled: set[str] | frozenset[str] = frozenset(),
             profiles: tuple[str, ...] = DEFAULT_PROFILES,
             extensions: tuple[str, ...] | None = None,
-            verify: bool = True) -> tuple[Module, ConversionReport]:
+            verify: bool = True, kernels: str = "reference") -> tuple[Module, ConversionReport]:
     """Convert a TFLite model (path or bytes) to a verified TOSA Module.
+
+    `kernels` picks which of TFLite's kernels integer ops reproduce where they
+    differ: "reference" (BUILTIN_REF) or "optimized" (the builtin kernels users'
+    devices run; legalize.quantized.OPTIMIZED_ROUNDING).
 
     Raises ConversionError listing every op that could not be converted (with
     its types and TFLite location), or VerificationError for a graph that
@@ -84,25 +89,30 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     """
     import legalize
     from legalize.calls import inline_calls
+    from legalize.quantized import KERNELS
+    from legalize.quantized import kernels as lowering_for
     from legalize.registry import known_labels
     from tfl2tosa.passes import canonicalize, cse, dce
     from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
     from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.tflite_import import load
 
+    if kernels not in KERNELS:
+        raise UsageError(f"--kernels {kernels!r}: one of {', '.join(KERNELS)}")
     unknown = sorted(set(disabled) - known_labels())
     if unknown:
         raise UsageError(f"no pattern labelled {', '.join(unknown)} (see `--disable`: "
                          "labels are the pattern names in the conversion report)")
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
-    report = ConversionReport(model=name)
+    report = ConversionReport(model=name, kernels=kernels)
     module = _timed(report, "import", load, source)
     report.ops_in = op_counts(module)
     _timed(report, "inline_calls", inline_calls, module)
     _timed(report, "resource_variables", lower_resource_variables, module)
 
-    result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
-                    disabled=disabled)
+    with lowering_for(kernels):
+        result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
+                        disabled=disabled)
     report.outcomes = [asdict(o) for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]

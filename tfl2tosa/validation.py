@@ -193,6 +193,11 @@ def _interpreter(model: bytes, *, reference: bool = True) -> tuple[Any, str]:
                         f"{str(last_error).splitlines()[0] if last_error else ''}")
 
 
+def _kernels_for(resolver: str) -> str:
+    """The `convert(kernels=...)` that reproduces TFLite's kernels under `resolver`."""
+    return "reference" if resolver == "BUILTIN_REF" else "optimized"
+
+
 # A real-valued range for one input: its index in TFLite's input order or its
 # name (None: every input) -> (low, high).
 InputRanges = dict[int | str | None, tuple[float, float]]
@@ -346,8 +351,12 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     report = ValidationReport(model=path)
     with open(path, "rb") as f:
         model_bytes = f.read()
-    if module is None:
-        module, conversion = convert(path, fallback=fallback)
+    converted_here = module is None
+    if converted_here:
+        # Lower for the kernels that will judge: the reference ones unless the
+        # reference resolver lacks one of the model's op versions.
+        _, resolver = _interpreter(model_bytes)
+        module, conversion = convert(path, fallback=fallback, kernels=_kernels_for(resolver))
     outcomes = conversion.outcomes if conversion is not None else []
     report.fallback_ops = [f"{o['op_name']} at {o['loc']}" for o in outcomes
                            if o["path"] == "fallback"]
@@ -359,6 +368,9 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     broken_reference = any(o["op_name"] == "tfl.sum" and "quant.uniform" in o["types"]
                            for o in outcomes)
     interp, report.resolver = _interpreter(model_bytes, reference=not broken_reference)
+    if converted_here and conversion.kernels != _kernels_for(report.resolver):
+        module, conversion = convert(path, fallback=fallback,
+                                     kernels=_kernels_for(report.resolver))
     if lsb_tolerance is None:
         lsb_tolerance = 1 if report.fallback_ops or report.resolver != "BUILTIN_REF" else 0
     in_details = interp.get_input_details()

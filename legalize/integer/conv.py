@@ -112,7 +112,8 @@ def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
                    out: UniformQuantized) -> list[Value] | Failure:
     """RESCALE the accumulator per channel, then the fused activation's CLAMP."""
     result = tensor_type(op.results[0])
-    scaled = rescale_per_channel(rw, acc, scales, out, rounding_mode(op.name))
+    scaled = rescale_per_channel(rw, acc, scales, out,
+                                 rounding_mode(op.name, out.storage.bits))
     if tensor_type(scaled).shape != result.shape:
         scaled = build.reshape(rw, scaled, result.shape)
     return with_fused_activation(rw, op, scaled)
