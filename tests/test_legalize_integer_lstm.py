@@ -163,6 +163,24 @@ def test_zoo_int8_lstm_is_exact(relative: str, seed: int) -> None:
     assert lstm_paths == {"integer"}
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "numerics"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_converter_text_classifier_is_exact(seed: int) -> None:
+    """Embedding -> LSTM(16) -> Dense from TFLiteConverter (fixtures/numerics/generate.py):
+    calibration on small embeddings gives the cell state a scale below 2^-15, where
+    TFLite's output skips tanh(c) (IntegerLstm.cell_tanh). Token ids drawn in the
+    vocabulary."""
+    path = FIXTURES / "lstm_text_classifier_int8.tflite"
+    tokens = np.random.default_rng(seed).integers(0, 1000, (4, 1, 16)).astype(np.int32)
+    conversion, _ = check_model(path, allowed_paths=("integer", "float"),
+                                inputs=[[t] for t in tokens])
+    (lstm,) = [o for o in conversion.outcomes
+               if o["op_name"] == "tfl.unidirectional_sequence_lstm"]
+    assert lstm["path"] == "integer" and "1.9073486328125e-06" in lstm["types"]
+
+
 def test_zoo_int8_bidirectional_lstm_is_exact() -> None:
     """The converter's int8 bidirectional LSTM: two UNIDIRECTIONAL_SEQUENCE_LSTMs, the
     backward one between REVERSE_V2s whose output is quantized like the forward
