@@ -31,12 +31,11 @@ same double rounding with DOUBLE_ROUND and TFLite's single-rounding variant
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tfl2tosa import kernels
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.ir.core import Value
 from tfl2tosa.ir.rewrite import Rewriter
@@ -207,42 +206,23 @@ ROUNDING_POLICY: dict[str, str] = {
 }
 
 
-# Which of TFLite's kernels the integer lowerings reproduce: its reference kernels
-# (BUILTIN_REF, the default), or its builtin optimized ones, which users' devices
-# run and which a model needs when the reference resolver lacks one of its op
-# versions. They differ where OPTIMIZED_ROUNDING says, measured against TF 2.20's
-# BUILTIN_WITHOUT_DEFAULT_DELEGATES (tests/test_legalize_integer_matmul.py).
-KERNELS = ("reference", "optimized")
-_kernels: ContextVar[str] = ContextVar("kernels", default="reference")
-
-# (op, activation bits) -> rounding of the optimized kernel: int8 FULLY_CONNECTED and
-# BATCH_MATMUL run cpu_backend_gemm, whose ruy kernels round as GEMM_ROUND says.
+# (op, activation bits) -> rounding of TFLite's optimized kernel where it is not the
+# reference kernel's: int8 FULLY_CONNECTED and BATCH_MATMUL run cpu_backend_gemm,
+# whose ruy kernels round as GEMM_ROUND says (tests/test_legalize_integer_matmul.py).
 OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
     ("tfl.fully_connected", 8): GEMM_ROUND,
     ("tfl.batch_matmul", 8): GEMM_ROUND,
 }
 
 
-@contextmanager
-def kernels(name: str) -> Iterator[None]:
-    """Lower for TFLite's `name` kernels (one of KERNELS) inside the block."""
-    if name not in KERNELS:
-        raise ValueError(f"kernels {name!r} is not one of {', '.join(KERNELS)}")
-    token = _kernels.set(name)
-    try:
-        yield
-    finally:
-        _kernels.reset(token)
-
-
 def rounding_mode(op_name: str, bits: int = 8) -> str:
     """The RESCALE rounding mode for the accumulator scaling of `op_name` with
-    `bits`-bit activations, for the kernels chosen by `kernels`.
+    `bits`-bit activations, for the kernels chosen by `tfl2tosa.kernels`.
 
     Ops without an entry use DOUBLE_ROUND, TFLite's default-build
     MultiplyByQuantizedMultiplier.
     """
-    if _kernels.get() == "optimized" and (op_name, bits) in OPTIMIZED_ROUNDING:
+    if kernels.current() == "optimized" and (op_name, bits) in OPTIMIZED_ROUNDING:
         return OPTIMIZED_ROUNDING[(op_name, bits)]
     return ROUNDING_POLICY.get(op_name, DOUBLE_ROUND)
 

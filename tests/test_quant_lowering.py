@@ -626,3 +626,53 @@ def test_quantize_dequantize_model_matches_tflite(tmp_path, type_name, scale, ze
     x_values = np.concatenate(feeds + [ties[:size - sum(f.size for f in feeds)]])
     _, report = check_model(path, inputs=[[x_values.reshape(1, size).astype(np.float32)]])
     assert all(o.exact for o in report.outputs)
+
+
+@pytest.mark.parametrize("type_name, scale, zero_point", [
+    ("INT8", 0.1, 3), ("INT8", 6 / 255, -1), ("INT16", 1.7e-4, 0), ("INT16", 0.0123, 0)])
+def test_quantize_for_each_kernel(tmp_path, type_name, scale, zero_point):
+    """float -> QUANTIZE near ties: the default conversion equals TFLite's reference
+    kernel, convert(kernels="optimized") its optimized kernel, which rounds
+    x * fl(1/scale) half to even (TF 2.20, x86); the two kernels differ here."""
+    from conftest import TfliteBuilder
+    from e2e import check_against_arm
+
+    from tfl2tosa.pipeline import convert
+    from tfl2tosa.validation import as_graph_input
+
+    import tensorflow as tf
+
+    b = TfliteBuilder()
+    size = 2048
+    x = b.tensor([1, size], "FLOAT32", "x")
+    q = b.tensor([1, size], type_name, "q", scale=[scale], zero_point=[zero_point])
+    b.op("QUANTIZE", [x], [q])
+    b.io([x], [q])
+    path = tmp_path / "quantize.tflite"
+    path.write_bytes(b.to_bytes())
+    reach = 120 if type_name == "INT8" else 32000
+    ties = ((np.random.default_rng(5).integers(-reach, reach, size // 4) + 0.5)
+            * np.float64(np.float32(scale))).astype(np.float32)
+    values = np.concatenate([ties, np.nextafter(ties, np.float32(np.inf)),
+                             np.nextafter(ties, np.float32(-np.inf)),
+                             np.nextafter(np.nextafter(ties, np.float32(0)), np.float32(0))])
+    feeds = [values.reshape(1, size)]
+    resolvers = tf.lite.experimental.OpResolverType
+    outputs = {}
+    for kernels, resolver in (("reference", resolvers.BUILTIN_REF),
+                              ("optimized", resolvers.BUILTIN_WITHOUT_DEFAULT_DELEGATES)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            interpreter = tf.lite.Interpreter(model_path=str(path),
+                                              experimental_op_resolver_type=resolver)
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], feeds[0])
+        interpreter.invoke()
+        theirs = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        module, conversion = convert(path, kernels=kernels)
+        run = [as_graph_input(a, v) for a, v in zip(feeds, module.main.inputs)]
+        (ours,) = reference_model.run(module, run).values()
+        assert np.array_equal(np.asarray(ours).reshape(theirs.shape), theirs), kernels
+        check_against_arm(module, conversion, [feeds])
+        outputs[kernels] = theirs
+    assert not np.array_equal(outputs["reference"], outputs["optimized"])

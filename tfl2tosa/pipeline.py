@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tfl2tosa.errors import ConversionError, UsageError
+from tfl2tosa.kernels import KERNELS
+from tfl2tosa.kernels import kernels as kernels_for
 from tfl2tosa.ir.core import Module
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
@@ -81,7 +83,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
 
     `kernels` picks which of TFLite's kernels integer ops reproduce where they
     differ: "reference" (BUILTIN_REF) or "optimized" (the builtin kernels users'
-    devices run; legalize.quantized.OPTIMIZED_ROUNDING).
+    devices run; see tfl2tosa.kernels).
 
     Raises ConversionError listing every op that could not be converted (with
     its types and TFLite location), or VerificationError for a graph that
@@ -89,8 +91,6 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     """
     import legalize
     from legalize.calls import inline_calls
-    from legalize.quantized import KERNELS
-    from legalize.quantized import kernels as lowering_for
     from legalize.registry import known_labels
     from tfl2tosa.passes import canonicalize, cse, dce
     from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
@@ -110,7 +110,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     _timed(report, "inline_calls", inline_calls, module)
     _timed(report, "resource_variables", lower_resource_variables, module)
 
-    with lowering_for(kernels):
+    with kernels_for(kernels):
         result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
                         disabled=disabled)
     report.outcomes = [asdict(o) for o in result.outcomes]
@@ -132,7 +132,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
         dce(module)
 
     _timed(report, "simplify", merge_duplicates)
-    _timed(report, "lower_quant", lower_quant_ops, module)
+    with kernels_for(kernels):
+        _timed(report, "lower_quant", lower_quant_ops, module)
     _timed(report, "strip_quant", strip_func_quant_types, module)
     _timed(report, "simplify", simplify)
     if verify:

@@ -5,17 +5,20 @@ those are the kernels TOSA's integer semantics reproduce (the optimized and
 XNNPACK kernels round differently, see shared/research/LEGALIZATION.md 2.2).
 When the reference resolver lacks an op version the model falls back, as a
 whole, to the builtin kernels without default delegates; the report names the
-resolver used.
+resolver used, and a model `validate` converts itself is then lowered for those
+kernels (`convert(kernels="optimized")`, see tfl2tosa.kernels).
 
 Tolerances
 ----------
 Integer outputs must be exact when every op took the integer path. An op that
 took the dequantize/float/quantize fallback may differ from TFLite's integer
 kernel by rounding, so such models allow `lsb_tolerance` (default 1) LSBs.
-The integer lowerings reproduce TFLite's reference kernels; a model that runs
-on the optimized kernels instead also gets 1 LSB, because those round
-differently (e.g. the optimized float -> int8 QUANTIZE divides by the scale in
-double precision, the reference kernel in float).
+The integer lowerings reproduce TFLite's reference kernels, or its optimized
+ones where tfl2tosa.kernels lists how they differ; a model that runs on the
+optimized kernels still gets 1 LSB, because not every optimized kernel has been
+measured (e.g. the optimized float -> int8/int16 QUANTIZE multiplies by the
+float reciprocal and rounds half to even, the reference kernel divides in float
+and rounds half away from zero: both reproduced).
 
 TFLite's reference SUM kernel is broken for quantized data (reduce.cc calls
 the uint8 reference overload on int8 tensors, and int16 results change from

@@ -52,6 +52,7 @@ from typing import cast
 
 import numpy as np
 
+from tfl2tosa import kernels
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.ir.core import Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, rewrite_module
@@ -233,6 +234,18 @@ def _magnitude_by_thresholds(emit: _Emitter, x: Value, scale: float,
     return emit.binary("tosa.sub", emit.binary("tosa.add", estimate, up), down)
 
 
+def _optimized_rounding(emit: _Emitter, x: Value, q: QuantizedType, scale: float,
+                        zero_point: int) -> Value:
+    """rint(x * fl(1/scale)) as f32: TFLite's optimized per-tensor float -> int8/int16
+    QUANTIZE multiplies by the float reciprocal and rounds half to even (measured on
+    TF 2.20, x86), which TOSA's CAST to i32 does; clamped first to a range the
+    storage's saturation covers, so the CAST cannot overflow."""
+    scaled = emit.mul(x, emit.splat(1.0 / scale, f32))
+    bounded = tosa.clamp(emit.rw, scaled, float(q.storage_min - zero_point - 1),
+                         float(q.storage_max - zero_point + 1))
+    return emit.unary("tosa.cast", emit.unary("tosa.cast", bounded, i32), f32)
+
+
 def _exact_by_thresholds(q: QuantizedType, target: TensorType) -> bool:
     """Per-tensor, 8 or 16 bits, f32, static shape: where quantize_thresholds apply."""
     return (not isinstance(q, UniformQuantizedPerAxis) and q.storage.bits <= 16
@@ -240,34 +253,40 @@ def _exact_by_thresholds(q: QuantizedType, target: TensorType) -> bool:
                                            for d in cast(tuple, target.shape)))
 
 
+def _rounded(emit: _Emitter, x: Value, q: QuantizedType, target: TensorType) -> Value:
+    """x / scale rounded to an integer (as f32) the way the chosen TFLite kernel
+    rounds: the optimized kernel's rint of the reciprocal product, the reference
+    kernel's float32 quotient rounded half away (exactly by thresholds where they
+    apply, else by the reciprocal product)."""
+    scales, zero_points, axis = _params(q)
+    if kernels.current() == "optimized" and axis is None and q.expressed == f32 \
+            and q.storage.is_signed and q.storage.bits <= 16:
+        return _optimized_rounding(emit, x, q, scales[0], zero_points[0])
+    if _exact_by_thresholds(q, target):
+        reach = max(q.storage_max - zero_points[0], zero_points[0] - q.storage_min) + 1
+        thresholds = quantize_thresholds(scales[0], reach + 1)
+        if thresholds is not None:
+            magnitude = _magnitude_by_thresholds(emit, x, scales[0], thresholds)
+            non_negative = emit.binary("tosa.greater_equal", x, emit.splat(0.0, f32), i1)
+            return emit.select(non_negative, magnitude,
+                               emit.binary("tosa.sub", emit.splat(0.0, f32), magnitude))
+    reciprocals = tuple(1.0 / s for s in scales)
+    return _round_half_away(emit, emit.mul(x, emit.per_channel(reciprocals, axis, q.expressed)))
+
+
 def lower_qcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """qcast -> |x| / scale rounded half away (thresholds, or MUL 1/scale), sign,
-    ADD zp, CLAMP, CAST, scast."""
+    """qcast -> x / scale rounded (`_rounded`), ADD zp, CLAMP, CAST, scast."""
     target = op.result.type
     failure = _check_lowerable(op, target)
     if failure is not None:  # a Failure is falsy
         return failure
     target_type = cast(TensorType, target)
     q = cast(QuantizedType, target_type.element)
-    expressed = q.expressed
     emit = _Emitter(rw, cast(tuple[int, ...], target_type.shape))
-    scales, zero_points, axis = _params(q)
-    thresholds = None
-    if _exact_by_thresholds(q, target_type):
-        reach = max(q.storage_max - zero_points[0], zero_points[0] - q.storage_min) + 1
-        thresholds = quantize_thresholds(scales[0], reach + 1)
-    if thresholds is not None:
-        x = op.operands[0]
-        magnitude = _magnitude_by_thresholds(emit, x, scales[0], thresholds)
-        non_negative = emit.binary("tosa.greater_equal", x, emit.splat(0.0, f32), i1)
-        value = emit.select(non_negative, magnitude,
-                            emit.binary("tosa.sub", emit.splat(0.0, f32), magnitude))
-    else:
-        reciprocals = tuple(1.0 / s for s in scales)
-        scaled = emit.mul(op.operands[0], emit.per_channel(reciprocals, axis, expressed))
-        value = _round_half_away(emit, scaled)
+    _, zero_points, axis = _params(q)
+    value = _rounded(emit, op.operands[0], q, target_type)
     if any(zero_points):
-        value = emit.binary("tosa.add", value, emit.per_channel(zero_points, axis, expressed))
+        value = emit.binary("tosa.add", value, emit.per_channel(zero_points, axis, q.expressed))
     clamped = tosa.clamp(rw, value, float(q.storage_min), float(q.storage_max))
     storage = storage_integer(q)
     if q.storage.is_signed:
