@@ -279,8 +279,10 @@ def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out:
     high = rescale_by_multiplier(rw, x, [m for m, _ in pairs],
                                  [min(shift, 31) for _, shift in pairs], i32,
                                  input_zp=input_zp, output_zp=0, rounding=SINGLE_ROUND)
-    return rescale_by_multiplier(rw, high, [1 << 30 if shift > 31 else 1 << 29 for _, shift in pairs],
-                                 [shift - 1 if shift > 31 else 29 for _, shift in pairs], out,
+    # The second step: (hi * 2^30 + 2^(s - 2)) >> (s - 1), or the identity
+    # (hi * 2^29 + 2^28) >> 29 for a channel whose shift the first step completed.
+    second = [(1 << 30, shift - 1) if shift > 31 else (1 << 29, 29) for _, shift in pairs]
+    return rescale_by_multiplier(rw, high, [m for m, _ in second], [s for _, s in second], out,
                                  input_zp=0, output_zp=output_zp, rounding=SINGLE_ROUND)
 
 

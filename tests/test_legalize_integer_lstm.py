@@ -16,12 +16,12 @@ TF 2.20 stores the hidden state with zero point -hidden_zp on that path), the
 one-step LSTM op, gate scales above one (MultiplyByQuantizedMultiplier's left
 shift), no cell clip, every cell scale TFLite accepts (2^-15 .. 2^-9, i.e. tanh
 of Q0 .. Q6, and the smaller ones, where TFLite skips the tanh), zero points on
-every int8 tensor, a hidden-state quantization other than the output's (TFLite copies the stored hidden values into the
-output), exact halves for each rounding step, and a sweep whose gate
-pre-activations cover most of the int16 range (every activation lookup is
-checked against TFLite at those points); a long run adds random
-configurations. TFLite's kernels overwrite their variable state, so each check
-compares a first invocation (runs=1).
+every int8 tensor, a hidden-state quantization other than the output's (TFLite
+copies the stored hidden values into the output), exact halves for each
+rounding step, and a sweep whose gate pre-activations cover most of the int16
+range (every activation lookup is checked against TFLite at those points); a
+long run adds random configurations. TFLite's kernels overwrite their variable
+state, so each check compares a first invocation (runs=1).
 """
 
 from __future__ import annotations
@@ -329,7 +329,8 @@ def test_fixed_point_activations_at_exact_points() -> None:
 
 def random_config(rng: np.random.Generator) -> Int8Lstm:
     """Any combination the lowering covers: sizes, layout, CIFG, peephole, projection,
-    clips, cell scales 2^-22 .. 2^-9 (2^-15 .. 2^-9 with CIFG), and scales and zero points drawn across their ranges."""
+    clips, cell scales 2^-22 .. 2^-9 (2^-15 .. 2^-9 with CIFG), and scales and zero
+    points drawn across their ranges."""
     n_cell = int(rng.integers(1, 9))
     n_output = int(rng.integers(1, 9)) if rng.integers(2) else None
     cifg = bool(rng.integers(2))

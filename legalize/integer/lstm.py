@@ -36,10 +36,11 @@ output state's zero point, then CwiseClipping of the stored values) are
 reproduced too; TFL LSTM (one step)
 shares the lowering. A cell scale below 2^-15 (the converter picks one when
 calibration saw small cell values) leaves tanh(c) out: TFLite's PortableApplyTanh
-has no case for it and writes nothing (`IntegerLstm.cell_tanh`). Refused (Failure, so the float fallback takes them):
-layer norm, the 8x8->8 kernel, int16 activations (16x8), hybrid and dynamic
-shapes. TFLite has no integer BIDIRECTIONAL_SEQUENCE_LSTM kernel (int8 weights
-there mean the hybrid kernel; the converter emits two unidirectional LSTMs).
+has no case for it and writes nothing (`IntegerLstm.cell_tanh`). Refused
+(Failure, so the float fallback takes them): layer norm, the 8x8->8 kernel,
+int16 activations (16x8), hybrid and dynamic shapes. TFLite has no integer
+BIDIRECTIONAL_SEQUENCE_LSTM kernel (int8 weights there mean the hybrid kernel;
+the converter emits two unidirectional LSTMs).
 """
 
 from __future__ import annotations
