@@ -48,6 +48,7 @@ alike, unranked tensors and bare scalars cannot be lowered.
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import numpy as np
@@ -171,6 +172,7 @@ def _round_half_away(emit: _Emitter, y: Value) -> Value:
     return emit.select(non_negative, rounded, emit.binary("tosa.sub", zero, rounded))
 
 
+@functools.cache
 def quantize_thresholds(scale: float, count: int) -> np.ndarray | None:
     """[count] float32: entry j is the least float a >= 0 with `a / scale`, divided in
     float32 as TFLite's QUANTIZE does, at least j + 0.5 (so it rounds to j + 1 or more).
@@ -197,6 +199,7 @@ def quantize_thresholds(scale: float, count: int) -> np.ndarray | None:
     if not (np.isfinite(found).all() and reaches(found).all()) or \
             reaches(np.nextafter(found, np.float32(0))).any():
         return None
+    found.flags.writeable = False  # cached: shared by every qcast of this scale
     return found
 
 
