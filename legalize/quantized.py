@@ -207,11 +207,14 @@ ROUNDING_POLICY: dict[str, str] = {
 
 
 # (op, activation bits) -> rounding of TFLite's optimized kernel where it is not the
-# reference kernel's: int8 FULLY_CONNECTED and BATCH_MATMUL run cpu_backend_gemm,
-# whose ruy kernels round as GEMM_ROUND says (tests/test_legalize_integer_matmul.py).
+# reference kernel's: the int8 convolutions and matrix products (cpu_backend_gemm,
+# ruy, and the optimized depthwise kernel) round as GEMM_ROUND says
+# (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py).
 OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
     ("tfl.fully_connected", 8): GEMM_ROUND,
     ("tfl.batch_matmul", 8): GEMM_ROUND,
+    ("tfl.conv_2d", 8): GEMM_ROUND,
+    ("tfl.depthwise_conv_2d", 8): GEMM_ROUND,
 }
 
 

@@ -654,3 +654,52 @@ def test_rounding_policy_kernel_recipe(op_name: str) -> None:
     policy = ROUNDING_POLICY[op_name] == DOUBLE_ROUND
     assert np.array_equal(recipe(policy), expected)
     assert not np.array_equal(recipe(not policy), expected)
+
+
+@pytest.mark.parametrize("kind", ["conv_2d", "conv_2d_1x1", "depthwise_conv_2d"])
+def test_int8_convolution_for_the_optimized_kernels(tmp_path, kind: str) -> None:
+    """TFLite's optimized int8 CONV_2D (im2col + cpu_backend_gemm) and
+    DEPTHWISE_CONV_2D scale like its optimized FULLY_CONNECTED (GEMM_ROUND: ties up,
+    twice), not like the reference kernels: convert(kernels="optimized") is exact
+    against BUILTIN_WITHOUT_DEFAULT_DELEGATES (and Arm's model), and the two
+    kernels differ on these inputs."""
+    import warnings
+
+    import reference_model
+    import tensorflow as tf
+
+    from e2e import check_against_arm
+    from tfl2tosa.pipeline import convert
+    from tfl2tosa.validation import as_graph_input
+
+    if kind == "depthwise_conv_2d":
+        path = depthwise_model(tmp_path, input_shape=(1, 16, 16, 8), multiplier=2, kernel=(3, 3))
+    else:
+        channels, kernel = (32, (1, 1)) if kind == "conv_2d_1x1" else (8, (3, 3))
+        path = conv_model(tmp_path, input_shape=(1, 16, 16, channels), filters=16,
+                          kernel=kernel)
+    channels = 32 if kind == "conv_2d_1x1" else 8
+    feeds = [[np.random.default_rng(seed).integers(-128, 128, (1, 16, 16, channels))
+              .astype(np.int8)] for seed in range(4)]
+    module, conversion = convert(path, kernels="optimized")
+    differ = 0
+    for run in feeds:
+        outputs = {}
+        for resolver in ("BUILTIN_REF", "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                interpreter = tf.lite.Interpreter(
+                    model_path=str(path), experimental_op_resolver_type=getattr(
+                        tf.lite.experimental.OpResolverType, resolver))
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], run[0])
+            interpreter.invoke()
+            outputs[resolver] = interpreter.get_tensor(
+                interpreter.get_output_details()[0]["index"])
+        optimized = outputs["BUILTIN_WITHOUT_DEFAULT_DELEGATES"]
+        (ours,) = reference_model.run(
+            module, [as_graph_input(run[0], module.main.inputs[0])]).values()
+        assert np.array_equal(np.asarray(ours).reshape(optimized.shape), optimized)
+        differ += int((outputs["BUILTIN_REF"] != optimized).sum())
+    assert differ
+    check_against_arm(module, conversion, feeds[:1])
