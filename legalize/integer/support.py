@@ -142,14 +142,15 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
 
 
 def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None,
+                   perm: Sequence[int] | None = None,
                    storage: ScalarType | None = None) -> Value | Failure:
     """Integer weights (or any quantized operand whose scale the RESCALE applies)
     as a plain storage-typed constant (of `storage` if given: int4 values held
-    as i8), optionally reshaped.
+    as i8), optionally transposed by `perm`, then reshaped.
 
     The quantization lives in the RESCALE multipliers, so the TOSA constant
     needs none (and a per-axis type would not survive a reshape). Run-time
-    values are RESHAPEd when they are quantized per tensor.
+    values are TRANSPOSEd and RESHAPEd when they are quantized per tensor.
     """
     t = tensor_type(value)
     if t is None or t.shape is None:
@@ -157,10 +158,12 @@ def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = Non
     target = tuple(t.shape) if shape is None else tuple(shape)
     array = constant_value(value)
     if array is None:
-        if target == tuple(t.shape):
+        if target == tuple(t.shape) and perm is None:
             return value
         if isinstance(t.element, UniformQuantizedPerAxis):
             return Failure(f"{value.name}: run-time per-axis weights that need a reshape")
-        return build.reshape(rw, value, target)
+        moved = value if perm is None else build.transpose(rw, value, perm)
+        return build.reshape(rw, moved, target)
+    moved = array if perm is None else np.transpose(array, perm)
     element = storage_type(t.element) if storage is None else storage
-    return build.const(rw, np.ascontiguousarray(array.reshape(target)), element)
+    return build.const(rw, np.ascontiguousarray(moved.reshape(target)), element)
