@@ -49,6 +49,17 @@ class JobOptions:
 Job = Callable[[str, JobOptions], dict[str, Any]]
 
 
+def warm_up_modules(job: Job, validate: bool) -> tuple[str, ...]:
+    """What a worker imports before its first model (see worker.import_for_jobs):
+    the converter and, to validate, the TFLite runtime; an injected job's module."""
+    if job is not convert_and_validate:
+        return (job.__module__,)
+    modules = ("tfl2tosa.pipeline", "tfl2tosa.tosa.writer")
+    if validate:
+        modules += ("tfl2tosa.validation", "tensorflow|ai_edge_litert.interpreter")
+    return modules
+
+
 def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
     """Convert `path`, write the `.tosa`, then validate against TFLite."""
     from tfl2tosa.pipeline import convert, emit, write_atomically

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tfl2tosa.batch.discover import ModelInput, UsageError, discover, select_shard
-from tfl2tosa.batch.job import Job, JobOptions, convert_and_validate
+from tfl2tosa.batch.job import Job, JobOptions, convert_and_validate, warm_up_modules
 from tfl2tosa.batch.junit import to_junit
 from tfl2tosa.batch.kaggle import Downloader, kagglehub_download
 from tfl2tosa.batch.markdown import to_markdown
@@ -191,6 +191,7 @@ def _run(todo: list[tuple[ModelInput, str, int]], options: BatchOptions, job: Jo
     with tempfile.TemporaryDirectory(prefix="tfl2tosa-batch-logs-") as log_dir:
         run_tasks(tasks, job, jobs=options.jobs, timeout=options.timeout,
                   memory_limit=options.memory_limit, log_dir=Path(log_dir),
+                  warm_up=warm_up_modules(job, options.validate),
                   on_start=lambda task: listener.started(by_task[task.id][0]),
                   on_finish=on_finish)
 
