@@ -67,6 +67,14 @@ def _global_options(
     _verbose = verbose
 
 
+def default_elide() -> int:
+    """`--elide`'s default, the IR printer's, read when a command runs (the
+    printer loads numpy, which `--help` must not)."""
+    from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS
+
+    return DEFAULT_ELIDE_ELEMENTS
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one error line and return the Exit to raise."""
     typer.echo(f"error: {message}", err=True)

@@ -8,8 +8,13 @@ from pathlib import Path
 import typer
 
 from tfl2tosa.cli import app
-from tfl2tosa.pipeline import DEFAULT_PROFILES, convert, emit, write_atomically
 from tfl2tosa.errors import ConversionError
+
+
+def _default_profiles() -> list[str]:
+    from tfl2tosa.pipeline import DEFAULT_PROFILES
+
+    return list(DEFAULT_PROFILES)
 
 
 @app.command("convert")
@@ -21,8 +26,10 @@ def convert_command(
     emit_form: str = typer.Option("tosa", "--emit",
                                   help="tosa (flatbuffer), mlir (TOSA MLIR text) or tfl "
                                        "(the imported TFLite graph as MLIR)."),
-    profile: list[str] = typer.Option(list(DEFAULT_PROFILES), "--profile",
-                                      help="TOSA profile(s) the output must conform to."),
+    profile: list[str] = typer.Option(..., "--profile", default_factory=_default_profiles,
+                                      show_default=False,
+                                      help="TOSA profile(s) the output must conform to "
+                                           "(default: PRO-INT and PRO-FP)."),
     disable: list[str] = typer.Option([], "--disable",
                                       help="Switch a legalization pattern off (by label)."),
     no_fallback: bool = typer.Option(False, "--no-fallback",
@@ -31,6 +38,8 @@ def convert_command(
     report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
 ) -> None:
     """Convert a TFLite model to TOSA. Nothing is written unless the whole model converts."""
+    from tfl2tosa.pipeline import convert, emit, write_atomically
+
     if emit_form not in ("tosa", "mlir", "tfl"):
         raise typer.BadParameter("--emit must be tosa, mlir or tfl")
     source: str | bytes = sys.stdin.buffer.read() if model == "-" else model
