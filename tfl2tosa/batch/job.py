@@ -54,9 +54,14 @@ def warm_up_modules(job: Job, validate: bool) -> tuple[str, ...]:
     the converter and, to validate, the TFLite runtime; an injected job's module."""
     if job is not convert_and_validate:
         return (job.__module__,)
-    modules = ("tfl2tosa.pipeline", "tfl2tosa.tosa.writer")
+    # What convert() and emit() import when first called (the pattern families
+    # a model needs come on top, a few each).
+    modules = ("tfl2tosa.pipeline", "legalize", "legalize.calls", "tfl2tosa.passes",
+               "tfl2tosa.quant", "tfl2tosa.stateful", "tfl2tosa.tflite_import",
+               "tfl2tosa.tosa.verify", "tfl2tosa.tosa.writer")
     if validate:
-        modules += ("tfl2tosa.validation", "tensorflow|ai_edge_litert.interpreter")
+        modules += ("tfl2tosa.validation", "reference_model", "numpy.random",
+                    "tensorflow|ai_edge_litert.interpreter")
     return modules
 
 
