@@ -26,6 +26,7 @@ MODULES = (
     "complex",
     "constants",
     "control_flow",
+    "hybrid",
     "conv",
     "elementwise",
     "gather",

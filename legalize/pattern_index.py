@@ -38,6 +38,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.pooling', 'average_pool_2d'),
     ),
     'tfl.batch_matmul': (
+        ('legalize.hybrid', 'batch_matmul_hybrid'),
         ('legalize.conv', 'batch_matmul'),
         ('legalize.integer.matmul', 'batch_matmul_int'),
     ),
@@ -88,6 +89,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.data', 'concatenation_uint8'),
     ),
     'tfl.conv_2d': (
+        ('legalize.hybrid', 'conv_2d_hybrid'),
         ('legalize.conv', 'conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'conv_2d_int'),
@@ -117,6 +119,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.space_batch', 'depth_to_space'),
     ),
     'tfl.depthwise_conv_2d': (
+        ('legalize.hybrid', 'depthwise_conv_2d_hybrid'),
         ('legalize.conv', 'depthwise_conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'depthwise_conv_2d_int'),
@@ -173,6 +176,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'floor_mod'),
     ),
     'tfl.fully_connected': (
+        ('legalize.hybrid', 'fully_connected_hybrid'),
         ('legalize.conv', 'fully_connected'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'fully_connected_int'),

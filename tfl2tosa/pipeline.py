@@ -28,6 +28,9 @@ from tfl2tosa.errors import ConversionError, UsageError
 from tfl2tosa.ir.core import Module
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
+# How hybrid (dynamic-range) ops compute: "emulate" TFLite's hybrid kernels
+# (legalize.hybrid), or "float" on dequantized weights (legalize.conv).
+HYBRID_MODES = ("emulate", "float")
 
 
 @dataclass
@@ -40,6 +43,7 @@ class ConversionReport:
     outcomes: list[dict[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    hybrid: str = "emulate"  # the mode asked for; each op's pattern says what it got
 
     def count(self, path: str) -> int:
         return sum(1 for o in self.outcomes if o["path"] == path)
@@ -75,8 +79,12 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             disabled: set[str] | frozenset[str] = frozenset(),
             profiles: tuple[str, ...] = DEFAULT_PROFILES,
             extensions: tuple[str, ...] | None = None,
-            verify: bool = True) -> tuple[Module, ConversionReport]:
+            verify: bool = True, hybrid: str = "emulate") -> tuple[Module, ConversionReport]:
     """Convert a TFLite model (path or bytes) to a verified TOSA Module.
+
+    `hybrid` is how ops with int8 weights and float activations compute:
+    "emulate" (TFLite's hybrid kernels, run-time quantized activations) or
+    "float" (dequantized weights).
 
     Raises ConversionError listing every op that could not be converted (with
     its types and TFLite location), or VerificationError for a graph that
@@ -94,8 +102,14 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     if unknown:
         raise UsageError(f"no pattern labelled {', '.join(unknown)} (see `--disable`: "
                          "labels are the pattern names in the conversion report)")
+    if hybrid not in HYBRID_MODES:
+        raise UsageError(f"--hybrid must be one of {', '.join(HYBRID_MODES)}, not {hybrid!r}")
+    if hybrid == "float":
+        from legalize.hybrid import HYBRID_LABELS
+
+        disabled = frozenset(disabled) | HYBRID_LABELS
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
-    report = ConversionReport(model=name)
+    report = ConversionReport(model=name, hybrid=hybrid)
     module = _timed(report, "import", load, source)
     report.ops_in = op_counts(module)
     _timed(report, "inline_calls", inline_calls, module)
