@@ -1,6 +1,6 @@
 """Hybrid ("dynamic range") ops computed as TFLite's hybrid kernels compute them:
 float activations, constant int8 weights. FULLY_CONNECTED, CONV_2D,
-DEPTHWISE_CONV_2D and BATCH_MATMUL.
+DEPTHWISE_CONV_2D, BATCH_MATMUL and EMBEDDING_LOOKUP.
 
 TFLite quantizes the float activation at run time, one scale per row (a
 FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
@@ -52,6 +52,7 @@ import numpy as np
 from legalize.common import constant_value, fused_activation, is_none, tensor_type
 from legalize.conv import bias_operand
 from legalize.elementwise import Elementwise
+from legalize.gather import gather_along
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
@@ -437,5 +438,33 @@ def batch_matmul_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [build.reshape(rw, out, result.shape)]
 
 
+@pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", types=("f32",))
+def embedding_lookup_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """GATHER of the int8 rows, CAST to f32, MUL by the table's scale
+    (embedding_lookup.cc EvalHybrid: one float product `scale * q` per value,
+    the row's own scale for a table quantized per row)."""
+    weights = hybrid_weights(op, 1, 0)
+    if isinstance(weights, Failure):
+        return weights
+    lookup = op.operands[0]
+    result = tensor_type(op.results[0])
+    if result.element != f32 or not result.is_static:
+        return Failure("tfl.embedding_lookup: hybrid lowering needs a static f32 result")
+    rows = gather_along(rw, build.const(rw, weights.values, i8), lookup, 0, 0)
+    if isinstance(rows, Failure):
+        return rows
+    e = Elementwise(rw, len(result.shape))
+    if weights.per_channel:
+        shape = (len(weights.scales),) + (1,) * (len(result.shape) - 1)
+        scale = gather_along(rw, build.const(rw, weights.scales.reshape(shape), f32), lookup, 0,
+                             0)
+        if isinstance(scale, Failure):
+            return scale
+    else:
+        scale = e.like(float(weights.scales[0]), op.results[0])
+    return [e.mul(build.cast(rw, rows, f32), scale)]
+
+
 HYBRID_LABELS = frozenset({"fully_connected_hybrid", "conv_2d_hybrid",
-                           "depthwise_conv_2d_hybrid", "batch_matmul_hybrid"})
+                           "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
+                           "embedding_lookup_hybrid"})

@@ -144,6 +144,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.activations', 'elu_int8'),
     ),
     'tfl.embedding_lookup': (
+        ('legalize.hybrid', 'embedding_lookup_hybrid'),
         ('legalize.gather', 'embedding_lookup'),
     ),
     'tfl.embedding_lookup_sparse': (
