@@ -82,8 +82,9 @@ def float_twin(model_bytes: bytes, outcomes: list[dict[str, str]]) -> bytes:
         graph = model.subgraphs[position[0]]
         for index in graph.operators[position[1]].inputs:
             tensor = graph.tensors[index] if index >= 0 else None
-            if tensor is None or tensor.type != int8 or tensor.quantization is None \
-                    or not tensor.quantization.scale or (position[0], index) in done:
+            q = None if tensor is None else tensor.quantization
+            if tensor is None or tensor.type != int8 or q is None or q.scale is None \
+                    or len(q.scale) == 0 or (position[0], index) in done:
                 continue
             buffer = model.buffers[tensor.buffer]
             if buffer.data is None or len(buffer.data) == 0:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import HYBRID_HELP, app
 from tfl2tosa.pipeline import DEFAULT_PROFILES, convert, emit, write_atomically
 from tfl2tosa.errors import ConversionError
 
@@ -29,6 +29,7 @@ def convert_command(
                                      help="Refuse quantized ops without an integer lowering "
                                           "instead of lowering them through float."),
     report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
 ) -> None:
     """Convert a TFLite model to TOSA. Nothing is written unless the whole model converts."""
     if emit_form not in ("tosa", "mlir", "tfl"):
@@ -42,7 +43,7 @@ def convert_command(
         try:
             module, conversion = convert(source, fallback=not no_fallback,
                                          disabled=frozenset(disable),
-                                         profiles=tuple(profile))
+                                         profiles=tuple(profile), hybrid=hybrid)
         except ConversionError as exc:
             if report is not None:
                 write_atomically(report, _failure_report(model, exc).encode())
