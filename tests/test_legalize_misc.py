@@ -421,8 +421,9 @@ def test_svdf_first_invocation(name: str, builder, tmp_path: Path) -> None:
 
 
 def test_svdf_hybrid_int8_weights(builder, tmp_path: Path) -> None:
-    """int8 weights with float activations: dequantized weights in float; TFLite
-    quantizes the input rows at run time, hence the hybrid tolerance."""
+    """int8 weights with float activations: dequantized weights in float (SVDF
+    has no emulation of TFLite's hybrid kernel), judged against TFLite on the
+    model with those weights dequantized."""
     rng = np.random.default_rng(2)
     batch, inputs, units, rank, memory = 2, 4, 3, 2, 4
     filters = units * rank
@@ -437,7 +438,7 @@ def test_svdf_hybrid_int8_weights(builder, tmp_path: Path) -> None:
                   [batch, units], graph_inputs=[x],
                   options=builder.options("SVDFOptions", rank=rank))
     _, report = check(path, runs=1)
-    assert all(o.tolerance.startswith("hybrid") for o in report.outputs)
+    assert any("dequantized" in note for note in report.notes)
 
 
 # ---------------------------------------------------------------------------

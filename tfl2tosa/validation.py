@@ -96,15 +96,18 @@ _TRANSCENDENTAL_OPS = {
 _APPROXIMATE_OPS: set[str] = set()
 
 
+_FLOAT_NAMES = ("f32", "f16", "bf16")
+
+
 def is_hybrid(outcome: dict[str, str]) -> bool:
     """An op with quantized (weight) operands and float results.
 
     DEQUANTIZE is not one: it is exact, `float(double(scale) * (q - zp))` in
-    TFLite and in its lowering."""
+    TFLite and in its lowering. Nor is a quantized comparison (bool results)."""
     if outcome["op_name"] == "tfl.dequantize":
         return False
     ins, _, outs = outcome["types"].partition(" -> ")
-    return "quant.uniform" in ins and "quant.uniform" not in outs
+    return "quant.uniform" in ins and all(t in _FLOAT_NAMES for t in outs.split(","))
 
 
 def hybrid_mode(outcome: dict[str, str]) -> str | None:

@@ -1,0 +1,227 @@
+"""Hybrid (dynamic-range) ops emulated as TFLite's hybrid kernels compute them
+(legalize/hybrid.py): float activations quantized to int8 at run time, integer
+products, the float rescale.
+
+Each case is a one-op model (TfliteBuilder) with int8 weights, per-channel or
+per-tensor scales. Judges:
+- TFLite's builtin kernels (the kernels the emulation follows, see
+  tfl2tosa/validation.py): our outputs must be bit-identical, over inputs with
+  an all-zero row (the zero-scale case), an all-positive row (an asymmetric
+  zero point of -128) and rows of different magnitudes;
+- Arm's reference model running the written `.tosa` file: bit-identical to ours;
+- `validate`, which must pass with the ordinary float tolerances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from arm import run_arm
+from conftest import TfliteBuilder
+from e2e import MODELS
+from test_legalize_conv import Input, Int8Weights, OneOp, tflite_outputs, write
+
+import reference_model
+from legalize.hybrid import HYBRID_LABELS
+from tfl2tosa.pipeline import convert
+from tfl2tosa.tosa.writer import write_tosa
+from tfl2tosa.validation import hybrid_mode, validate
+
+RNG = np.random.default_rng(15)
+BUILTIN = "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+
+
+def int8(shape: tuple[int, ...], axis: int = 0, per_channel: bool = True) -> Int8Weights:
+    values = RNG.integers(-127, 128, size=shape).astype(np.int8)
+    count = shape[axis] if per_channel else 1
+    scales = tuple(float(s) for s in RNG.uniform(0.002, 0.02, size=count).astype(np.float32))
+    return Int8Weights(values, scales, axis=axis)
+
+
+def bias(n: int) -> np.ndarray:
+    return RNG.uniform(-1.0, 1.0, size=n).astype(np.float32)
+
+
+def fully_connected(ic: int, asymmetric: bool, per_channel: bool, activation: int = 0) -> OneOp:
+    return OneOp("FULLY_CONNECTED", [Input((4, ic)), int8((7, ic), 0, per_channel), bias(7)],
+                 (4, 7), ("FullyConnectedOptions", {"asymmetricQuantizeInputs": asymmetric,
+                                                    "fusedActivationFunction": activation}),
+                 version=12 if per_channel else 11)
+
+
+def conv_2d(per_channel: bool, padding: int, stride: int, dilation: int = 1) -> OneOp:
+    h, w, k = 7, 6, 3
+    extent = (k - 1) * dilation + 1
+    out = [-(-n // stride) if padding == 0 else (n - extent) // stride + 1 for n in (h, w)]
+    return OneOp("CONV_2D", [Input((2, h, w, 3)), int8((5, k, k, 3), 0, per_channel), bias(5)],
+                 (2, *out, 5), ("Conv2DOptions", {"padding": padding, "strideH": stride,
+                                                  "strideW": stride, "dilationHFactor": dilation,
+                                                  "dilationWFactor": dilation,
+                                                  "fusedActivationFunction": 3}), version=5)
+
+
+def depthwise(channels: int, multiplier: int, padding: int, stride: int) -> OneOp:
+    size, k = 6, 3
+    out = -(-size // stride) if padding == 0 else (size - k) // stride + 1
+    oc = channels * multiplier
+    return OneOp("DEPTHWISE_CONV_2D", [Input((2, size, size, channels)),
+                                       int8((1, k, k, oc), 3), bias(oc)],
+                 (2, out, out, oc),
+                 ("DepthwiseConv2DOptions", {"padding": padding, "strideH": stride,
+                                             "strideW": stride,
+                                             "depthMultiplier": multiplier}), version=6)
+
+
+def batch_matmul(depth: int, asymmetric: bool) -> OneOp:
+    return OneOp("BATCH_MATMUL", [Input((2, 3, depth)), int8((depth, 5), 1, False)], (2, 3, 5),
+                 ("BatchMatMulOptions", {"asymmetricQuantizeInputs": asymmetric}), version=4)
+
+
+def embedding_lookup(per_row: bool) -> OneOp:
+    return OneOp("EMBEDDING_LOOKUP", [Input((5,), "INT32"), int8((6, 3), 0, per_row)], (5, 3))
+
+
+CASES = {
+    # FULLY_CONNECTED: rows of 40 (5 vector blocks), 5 (tail only), 20 (both).
+    "fc_symmetric_per_tensor_ic40": fully_connected(40, False, False),
+    "fc_symmetric_per_channel_ic5": fully_connected(5, False, True),
+    "fc_asymmetric_per_tensor_ic20": fully_connected(20, True, False),
+    "fc_asymmetric_per_channel_ic40_relu": fully_connected(40, True, True, activation=1),
+    # CONV_2D: per-channel weights quantize asymmetrically, per-tensor symmetrically.
+    "conv2d_per_channel_same_stride1": conv_2d(True, 0, 1),
+    "conv2d_per_channel_same_stride2": conv_2d(True, 0, 2),
+    "conv2d_per_channel_valid_dilation2": conv_2d(True, 1, 1, 2),
+    "conv2d_per_tensor_same_stride2": conv_2d(False, 0, 2),
+    "conv2d_per_tensor_valid_stride1": conv_2d(False, 1, 1),
+    # DEPTHWISE_CONV_2D: 6 channels (4 vector + 2 scalar), 8 (vector), 3 (scalar).
+    "depthwise_c3_m2_same": depthwise(3, 2, 0, 1),
+    "depthwise_c8_m1_valid_stride2": depthwise(8, 1, 1, 2),
+    "depthwise_c1_m3_same_stride2": depthwise(1, 3, 0, 2),
+    "batch_matmul_symmetric_k12": batch_matmul(12, False),
+    "batch_matmul_asymmetric_k8": batch_matmul(8, True),
+    "embedding_lookup_per_tensor": embedding_lookup(False),
+    "embedding_lookup_per_row": embedding_lookup(True),
+}
+
+
+def feeds_for(case: OneOp, runs: int = 4) -> list[list[np.ndarray]]:
+    """Per run: rows (images) of different magnitudes, the first all zeros, the
+    second non-negative; for a lookup, ids in range."""
+    shape = case.operands[0].shape
+    if case.operands[0].type_name == "INT32":
+        return [[RNG.integers(0, 6, size=shape).astype(np.int32)] for _ in range(runs)]
+    feeds = []
+    for _ in range(runs):
+        rows = shape[0] if len(shape) > 2 and case.code != "BATCH_MATMUL" else \
+            int(np.prod(shape[:-1]))
+        x = RNG.uniform(-3.0, 3.0, size=(rows, int(np.prod(shape)) // rows))
+        x *= RNG.uniform(0.0, 2.0, size=(rows, 1))
+        x[0] = 0.0
+        x[1] = np.abs(x[1])
+        feeds.append([x.reshape(shape).astype(np.float32)])
+    return feeds
+
+
+@dataclass
+class Converted:
+    data: bytes
+    module: object
+    conversion: object
+
+
+def converted(case: OneOp) -> Converted:
+    data = case.build(TfliteBuilder())
+    module, conversion = convert(data)
+    return Converted(data, module, conversion)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bit_identical_to_tflite_and_arm(name: str) -> None:
+    case = CASES[name]
+    model = converted(case)
+    assert [hybrid_mode(o) for o in model.conversion.outcomes] == ["emulate"]
+    tosa = write_tosa(model.module)
+    for feeds in feeds_for(case):
+        theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
+        ours = next(iter(reference_model.run(model.module, feeds).values()))
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), (
+            f"{int((ours != theirs).sum())} values differ, by up to "
+            f"{np.abs(ours.astype(np.float64) - theirs).max()}")
+        arm = run_arm(tosa, feeds, [ours.dtype])
+        assert arm.status == "valid", arm.message
+        assert np.array_equal(arm.outputs[0], ours)
+
+
+@pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("ic", [16, 20], ids=["vector_only", "with_tail"])
+def test_rounding_near_halves(asymmetric: bool, ic: int) -> None:
+    """Values whose scaled form lies an ulp below a half (0.49999997) or on one
+    (2.5): the kernels' vector code rounds the first whole blocks of eight as
+    trunc(v + 0.5) in float (0.49999997 -> 1), std::round the rest (-> 0).
+    A largest value of 127 (symmetric) or a range of 255 (asymmetric) makes
+    the scale exactly 1."""
+    w = Int8Weights(RNG.integers(-127, 128, size=(3, ic)).astype(np.int8), (0.01,))
+    case = OneOp("FULLY_CONNECTED", [Input((1, ic)), w, bias(3)], (1, 3),
+                 ("FullyConnectedOptions", {"asymmetricQuantizeInputs": asymmetric}), version=11)
+    model = converted(case)
+    x = np.zeros((1, ic), np.float32)
+    x[0, 0] = 255.0 if asymmetric else 127.0
+    near = np.float32(0.49999997)
+    for column, value in ((1, near), (2, -near), (3, 2.5), (4, -2.5), (ic - 1, near),
+                          (ic - 2, -near), (ic - 3, 2.5), (ic - 4, -2.5)):
+        x[0, column] = value if not asymmetric else abs(value)
+    theirs = tflite_outputs(model.data, [x], resolver=BUILTIN)[0]
+    ours = next(iter(reference_model.run(model.module, [x]).values()))
+    assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("name", ["fc_asymmetric_per_channel_ic40_relu",
+                                  "conv2d_per_channel_same_stride2", "depthwise_c3_m2_same"])
+def test_validate_holds_emulation_to_float_tolerance(name: str, tmp_path: Path) -> None:
+    path = write(tmp_path, name, CASES[name].build(TfliteBuilder()))
+    report = validate(path, runs=2)
+    assert report.passed and report.resolver == BUILTIN
+    assert all(not o.tolerance.startswith("hybrid") for o in report.outputs)
+    assert all(o.exact for o in report.outputs)
+    assert any("emulate TFLite's hybrid kernels" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("name", ["fc_asymmetric_per_tensor_ic20",
+                                  "conv2d_per_channel_same_stride1"])
+def test_float_mode_is_judged_against_the_float_twin(name: str, tmp_path: Path) -> None:
+    """`--hybrid float` dequantizes the weights; validate then compares with
+    TFLite on the model with those weights dequantized, and says so."""
+    path = write(tmp_path, name, CASES[name].build(TfliteBuilder()))
+    module, conversion = convert(path, hybrid="float")
+    assert conversion.hybrid == "float"
+    assert [hybrid_mode(o) for o in conversion.outcomes] == ["float"]
+    assert not {o["pattern"] for o in conversion.outcomes} & HYBRID_LABELS
+    report = validate(path, module=module, conversion=conversion, runs=2)
+    assert report.passed, [o.__dict__ for o in report.outputs]
+    assert any("dequantized" in note for note in report.notes)
+    # Against TFLite's hybrid kernel, float mode is measurably off.
+    case = CASES[name]
+    feeds = feeds_for(case, runs=1)[0]
+    theirs = tflite_outputs(case.build(TfliteBuilder()), feeds, resolver=BUILTIN)[0]
+    ours = next(iter(reference_model.run(module, feeds).values()))
+    assert np.abs(ours - theirs).max() > 1e-4
+
+
+@pytest.mark.parametrize("relative", ["arch/mobilenet_tiny_dynamic_range.tflite",
+                                      "arch/attention_block_dynamic_range.tflite"])
+def test_zoo_dynamic_range_ops_are_emulated(relative: str) -> None:
+    """Every hybrid op of the converter's dynamic-range models is emulated
+    (validate and Arm: tests/test_float_zoo.py)."""
+    _, conversion = convert(MODELS / relative)
+    modes = [hybrid_mode(o) for o in conversion.outcomes if hybrid_mode(o)]
+    assert modes and set(modes) == {"emulate"}
+
+
+def test_unknown_hybrid_mode_is_a_usage_error() -> None:
+    from tfl2tosa.errors import UsageError
+
+    with pytest.raises(UsageError, match="--hybrid"):
+        convert(CASES["fc_symmetric_per_tensor_ic40"].build(TfliteBuilder()), hybrid="exact")
