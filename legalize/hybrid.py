@@ -45,6 +45,7 @@ them (tfl2tosa/validation.py says why).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,7 @@ from legalize.common import constant_value, fused_activation, is_none, tensor_ty
 from legalize.conv import bias_operand
 from legalize.elementwise import Elementwise
 from legalize.gather import gather_along
+from legalize import rnn
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
@@ -425,17 +427,85 @@ def batch_matmul_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if w.shape[0] != k:
         return Failure(f"tfl.batch_matmul: depths {k} and {w.shape[0]} differ")
     n = w.shape[1]
-    quantized = quantize_rows(rw, build.reshape(rw, x, (rows, k)), _asymmetric(op))
-    zero = build.zero_point(rw, 0, i8)
+    out = hybrid_product(rw, build.reshape(rw, x, (rows, k)), np.ascontiguousarray(w),
+                         np.full((n,), weights.scales[0], dtype=np.float32), _asymmetric(op))
+    return [build.reshape(rw, out, result.shape)]
+
+
+def hybrid_product(rw: Rewriter, x: Value, values: np.ndarray, scales: np.ndarray,
+                   asymmetric: bool) -> Value:
+    """f32 rows `x` [R, K] times int8 `values` [K, N] as tensor_utils'
+    MatrixBatchVectorMultiplyAccumulate computes it: each row quantized, MATMUL
+    i8 x i8 -> i32, the zero-point correction, then `acc * (s_in * scales)`."""
+    rows, k = tensor_type(x).shape
+    n = values.shape[1]
+    quantized = quantize_rows(rw, x, asymmetric)
     acc = build.op(rw, "tosa.matmul",
                    [build.reshape(rw, quantized.values, (1, rows, k)),
-                    build.const(rw, np.ascontiguousarray(w).reshape(1, k, n), i8), zero,
+                    build.const(rw, values.reshape(1, k, n), i8), build.zero_point(rw, 0, i8),
                     build.zero_point(rw, 0, i8)], TensorType((1, rows, n), i32))
     e = Elementwise(rw, 2)
     acc = _corrected(e, build.reshape(rw, acc, (rows, n)), quantized.zero_points,
-                     w.astype(np.int64).sum(axis=0).reshape(1, n))
-    out = _scaled(e, acc, quantized.scales, weights.scales[:1].reshape(1, 1))
-    return [build.reshape(rw, out, result.shape)]
+                     values.astype(np.int64).sum(axis=0).reshape(1, n))
+    return _scaled(e, acc, quantized.scales, scales.reshape(1, n))
+
+
+def stacked_int8(op: Op, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | Failure:
+    """The int8 matrices [rows_i, cols] at operand `indices` stacked along rows,
+    as MATMUL's [cols, sum rows] operand, with each column's float32 scale.
+    TFLite's recurrent hybrid kernels take one scale per matrix."""
+    values, scales = [], []
+    for index in indices:
+        weights = hybrid_weights(op, index, 0)
+        if isinstance(weights, Failure):
+            return weights
+        if weights.per_channel:
+            return Failure(f"{op.name}: TFLite's hybrid kernel takes one scale per matrix")
+        values.append(weights.values.reshape(weights.values.shape[0], -1))
+        scales.append(weights.scales)
+    return np.ascontiguousarray(np.concatenate(values).T), np.concatenate(scales)
+
+
+@pattern("tfl.unidirectional_sequence_lstm", label="unidirectional_sequence_lstm_hybrid",
+         types=("f32",))
+def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The LSTM of legalize.rnn with TFLite's hybrid products (lstm_eval.cc
+    EvalHybrid): each gate starts from its bias, adds the input rows' and then
+    the previous output's hybrid products; peephole weights are dequantized
+    (`scale * q`, as the kernel recovers them); the projection is a hybrid
+    product too."""
+    if (failure := _weights_quantized(op, 2)) is not None:
+        return failure
+    return rnn.lower_unidirectional_lstm(op, rw, emulate=True)
+
+
+@pattern("tfl.bidirectional_sequence_lstm", label="bidirectional_sequence_lstm_hybrid",
+         types=("f32",))
+def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both directions as unidirectional_sequence_lstm_hybrid."""
+    if (failure := _weights_quantized(op, 2)) is not None:
+        return failure
+    return rnn.lower_bidirectional_lstm(op, rw, emulate=True)
+
+
+@pattern("tfl.unidirectional_sequence_rnn", label="unidirectional_sequence_rnn_hybrid",
+         types=("f32",))
+def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The RNN of legalize.rnn with TFLite's hybrid products (kernel_utils.cc
+    RnnBatchStep): bias, plus the input rows' and then the hidden state's hybrid
+    products, then the activation."""
+    if (failure := _weights_quantized(op, 1)) is not None:
+        return failure
+    return rnn.lower_unidirectional_rnn(op, rw, emulate=True)
+
+
+def _weights_quantized(op: Op, index: int) -> Failure | None:
+    """A quick refusal for float models: operand `index` is a weight matrix
+    every variant of the op has."""
+    if index >= len(op.operands) or is_none(op.operands[index]) or \
+            not is_quantized(tensor_type(op.operands[index]).element):
+        return Failure(f"{op.name}: weights are not quantized (not a hybrid op)")
+    return None
 
 
 @pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", types=("f32",))
@@ -467,4 +537,6 @@ def embedding_lookup_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 HYBRID_LABELS = frozenset({"fully_connected_hybrid", "conv_2d_hybrid",
                            "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
-                           "embedding_lookup_hybrid"})
+                           "embedding_lookup_hybrid", "unidirectional_sequence_lstm_hybrid",
+                           "bidirectional_sequence_lstm_hybrid",
+                           "unidirectional_sequence_rnn_hybrid"})

@@ -46,6 +46,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.space_batch', 'batch_to_space_nd'),
     ),
     'tfl.bidirectional_sequence_lstm': (
+        ('legalize.hybrid', 'bidirectional_sequence_lstm_hybrid'),
         ('legalize.rnn', 'bidirectional_sequence_lstm'),
     ),
     'tfl.bidirectional_sequence_rnn': (
@@ -538,10 +539,12 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.matmul', 'transpose_conv_int'),
     ),
     'tfl.unidirectional_sequence_lstm': (
+        ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),
         ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
         ('legalize.rnn', 'unidirectional_sequence_lstm'),
     ),
     'tfl.unidirectional_sequence_rnn': (
+        ('legalize.hybrid', 'unidirectional_sequence_rnn_hybrid'),
         ('legalize.rnn', 'unidirectional_sequence_rnn'),
     ),
     'tfl.unique': (

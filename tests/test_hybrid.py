@@ -225,3 +225,79 @@ def test_unknown_hybrid_mode_is_a_usage_error() -> None:
 
     with pytest.raises(UsageError, match="--hybrid"):
         convert(CASES["fc_symmetric_per_tensor_ic40"].build(TfliteBuilder()), hybrid="exact")
+
+
+# ---------------------------------------------------------------------------
+# Recurrent ops: the one-op LSTM / RNN models of test_legalize_rnn with int8
+# weight matrices (biases, peephole and layer norm weights and states stay float).
+
+
+# Operands holding weight matrices and peephole weights, int8 in TFLite's hybrid
+# recurrent kernels (biases, layer norm weights and states stay float).
+_LSTM_INT8 = (*range(1, 12), 16)
+INT8_OPERANDS = {"UNIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_INT8,
+                 "BIDIRECTIONAL_SEQUENCE_LSTM": (*_LSTM_INT8, *(i + 17 for i in _LSTM_INT8)),
+                 "UNIDIRECTIONAL_SEQUENCE_RNN": (1, 2)}
+
+
+def recurrent_case(name: str, asymmetric: bool, tmp_path: Path) -> Path:
+    """test_legalize_rnn's float model `name` with its weights quantized to int8
+    (one symmetric scale per tensor) and `asymmetric_quantize_inputs` set."""
+    import test_legalize_rnn as rnn_cases
+    from conftest import pack_model, tflite_schema, unpack_model
+
+    builders = {**{k: (w, c, None) for k, (w, c) in rnn_cases.CASES.items()},
+                **rnn_cases.BIDIRECTIONAL}
+    write_model, config, merge = builders[name]
+    args = (TfliteBuilder(), tmp_path / f"{name}.tflite", config)
+    path = write_model(*args) if merge is None else write_model(*args, merge)
+    schema = tflite_schema()
+    model = unpack_model(path.read_bytes())
+    graph = model.subgraphs[0]
+    op = graph.operators[0]
+    code = model.operatorCodes[op.opcodeIndex].builtinCode
+    code_name = next(k for k, v in vars(schema.BuiltinOperator).items() if v == code)
+    for position in INT8_OPERANDS[code_name]:
+        index = op.inputs[position]
+        if index < 0:
+            continue
+        tensor = graph.tensors[index]
+        real = np.frombuffer(bytes(model.buffers[tensor.buffer].data), np.float32)
+        scale = np.float32(np.abs(real).max() / 127)
+        model.buffers[tensor.buffer].data = np.frombuffer(
+            np.round(real / scale).astype(np.int8).tobytes(), np.uint8).copy()
+        tensor.type = schema.TensorType.INT8
+        tensor.quantization = schema.QuantizationParametersT()
+        tensor.quantization.scale, tensor.quantization.zeroPoint = [float(scale)], [0]
+    op.builtinOptions.asymmetricQuantizeInputs = asymmetric
+    path.write_bytes(pack_model(model))
+    return path
+
+
+RECURRENT = ["lstm_plain_batch2", "lstm_cifg_peephole", "lstm_projection_bias_clip",
+             "lstm_layer_norm", "bidirectional_lstm_separate_batch_major",
+             "rnn_sequence_tanh", "rnn_sequence_time_major_relu"]
+
+
+@pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
+@pytest.mark.parametrize("name", RECURRENT)
+def test_recurrent_hybrid_matches_tflite(name: str, asymmetric: bool, tmp_path: Path) -> None:
+    """The emulated LSTM / RNN against TFLite's hybrid kernels (transcendental
+    tolerance: the gates' sigmoid and tanh round differently from TFLite's) and
+    Arm's reference model; the same model in float mode is measurably further
+    from TFLite's hybrid kernel."""
+    from e2e import check_model
+
+    path = recurrent_case(name, asymmetric, tmp_path)
+    conversion, report = check_model(path, allowed_paths=("float",), runs=1)
+    assert {hybrid_mode(o) for o in conversion.outcomes} - {None} == {"emulate"}
+    assert report.resolver == BUILTIN
+    emulated = max(o.max_abs_error for o in report.outputs)
+    module, floated = convert(path, hybrid="float")
+    data = path.read_bytes()
+    feeds = [np.random.default_rng(0).uniform(-2, 2, size=v.type.shape).astype(np.float32)
+             for v in module.main.inputs]
+    theirs = tflite_outputs(data, feeds, resolver=BUILTIN)
+    ours = list(reference_model.run(module, feeds).values())
+    in_float = max(float(np.abs(a - b).max()) for a, b in zip(ours, theirs))
+    assert in_float > 10 * max(emulated, 1e-7)
