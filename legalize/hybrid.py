@@ -54,7 +54,7 @@ from legalize.common import constant_value, fused_activation, is_none, tensor_ty
 from legalize.conv import bias_operand
 from legalize.elementwise import Elementwise
 from legalize.gather import gather_along
-from legalize import rnn
+from legalize import misc, rnn
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
@@ -499,6 +499,17 @@ def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     return rnn.lower_unidirectional_rnn(op, rw, emulate=True)
 
 
+@pattern("tfl.svdf", label="svdf_hybrid", types=("f32",))
+def svdf_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The SVDF step of legalize.misc with TFLite's hybrid feature product
+    (svdf.cc EvalHybridSVDF: input rows quantized at run time, int8 x int8,
+    `acc * (s_in * s_w)`); the time weights are dequantized (`scale * q`, as
+    the kernel recovers them)."""
+    if (failure := _weights_quantized(op, 1)) is not None:
+        return failure
+    return misc.lower_svdf(op, rw, emulate=True)
+
+
 def _weights_quantized(op: Op, index: int) -> Failure | None:
     """A quick refusal for float models: operand `index` is a weight matrix
     every variant of the op has."""
@@ -539,4 +550,4 @@ HYBRID_LABELS = frozenset({"fully_connected_hybrid", "conv_2d_hybrid",
                            "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
                            "embedding_lookup_hybrid", "unidirectional_sequence_lstm_hybrid",
                            "bidirectional_sequence_lstm_hybrid",
-                           "unidirectional_sequence_rnn_hybrid"})
+                           "unidirectional_sequence_rnn_hybrid", "svdf_hybrid"})

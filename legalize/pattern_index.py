@@ -519,6 +519,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.reduce', 'sum_'),
     ),
     'tfl.svdf': (
+        ('legalize.hybrid', 'svdf_hybrid'),
         ('legalize.misc', 'svdf'),
     ),
     'tfl.tanh': (
