@@ -41,6 +41,11 @@ and read in tensor_utils / the kernels:
   remaining `channels % 4`.
 These are the builtin (optimized) kernels; validate judges emulated models on
 them (tfl2tosa/validation.py says why).
+
+The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
+UNIDIRECTIONAL_SEQUENCE_RNN) and SVDF are legalize.rnn's and legalize.misc's
+lowerings with these products in place of their float MATMULs (imported when
+such an op is met: converting other models does not load them).
 """
 
 from __future__ import annotations
@@ -54,7 +59,6 @@ from legalize.common import constant_value, fused_activation, is_none, tensor_ty
 from legalize.conv import bias_operand
 from legalize.elementwise import Elementwise
 from legalize.gather import gather_along
-from legalize import misc, rnn
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
@@ -476,7 +480,9 @@ def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | F
     product too."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    return rnn.lower_unidirectional_lstm(op, rw, emulate=True)
+    from legalize.rnn import lower_unidirectional_lstm
+
+    return lower_unidirectional_lstm(op, rw, emulate=True)
 
 
 @pattern("tfl.bidirectional_sequence_lstm", label="bidirectional_sequence_lstm_hybrid",
@@ -485,7 +491,9 @@ def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     """Both directions as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    return rnn.lower_bidirectional_lstm(op, rw, emulate=True)
+    from legalize.rnn import lower_bidirectional_lstm
+
+    return lower_bidirectional_lstm(op, rw, emulate=True)
 
 
 @pattern("tfl.unidirectional_sequence_rnn", label="unidirectional_sequence_rnn_hybrid",
@@ -496,7 +504,9 @@ def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     products, then the activation."""
     if (failure := _weights_quantized(op, 1)) is not None:
         return failure
-    return rnn.lower_unidirectional_rnn(op, rw, emulate=True)
+    from legalize.rnn import lower_unidirectional_rnn
+
+    return lower_unidirectional_rnn(op, rw, emulate=True)
 
 
 @pattern("tfl.svdf", label="svdf_hybrid", types=("f32",))
@@ -507,7 +517,9 @@ def svdf_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     the kernel recovers them)."""
     if (failure := _weights_quantized(op, 1)) is not None:
         return failure
-    return misc.lower_svdf(op, rw, emulate=True)
+    from legalize.misc import lower_svdf
+
+    return lower_svdf(op, rw, emulate=True)
 
 
 def _weights_quantized(op: Op, index: int) -> Failure | None:
