@@ -21,9 +21,9 @@ and read in tensor_utils / the kernels:
   adds the smaller terms (`-128 - rmin / scale` or `127 - rmax / scale`),
   nudged into [-128, 127] and rounded half away from zero; q = round(x *
   (1 / scale)) + zero point, clamped to [-128, 127]. A row of zeros gets scale 1
-  and zero point 0. TFLite divides by the unrounded double scale for the zero
-  point; here it is the float scale, which differs only where the zero point
-  lies within an ulp of a rounding boundary.
+  and zero point 0. TFLite divides rmin and rmax by the unrounded double scale
+  for the zero point; here they are multiplied by the float 1 / scale, which
+  differs only where the zero point lies within an ulp of a rounding boundary.
 - The rounding: the kernels quantize a row eight values at a time with
   vector code (Neon, or its SSE emulation on x86) that rounds as
   `trunc(v + 0.5)` for v >= 0 and `trunc((v - 1) + 0.5)` below, each addition
@@ -200,7 +200,11 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     span = e.sub(high, low)
     empty = e.equal(span, zero)
     scale = e.divide(e.select(empty, e.like(255.0, x), span), e.like(255.0, x))
-    low_steps, high_steps = e.divide(low, scale), e.divide(high, scale)
+    inverse = e.divide(e.like(1.0, x), scale)
+    # rmin / scale and rmax / scale, which TFLite divides in double by the
+    # unrounded scale: the float product with 1 / scale moves the zero point only
+    # where it lies within an ulp of a rounding boundary, as the float scale does.
+    low_steps, high_steps = e.mul(low, inverse), e.mul(high, inverse)
     from_low = e.sub(e.like(-128.0, x), low_steps)
     from_high = e.sub(e.like(127.0, x), high_steps)
     use_low = e.less(e.add(e.like(128.0, x), e.abs(low_steps)),
@@ -208,7 +212,6 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     nudged = e.select(use_low, from_low, from_high)
     nudged = build.clamp(rw, _round_half_away(e, nudged), -128.0, 127.0)
     zero_point_f = e.select(empty, zero, nudged)
-    inverse = e.divide(e.like(1.0, x), scale)
     q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
     return QuantizedRows(_to_int8(e, q, -128, 127), scale, build.cast(rw, zero_point_f, i32))
 
