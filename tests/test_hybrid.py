@@ -305,10 +305,12 @@ def test_recurrent_hybrid_matches_tflite(name: str, asymmetric: bool, tmp_path: 
 
 def test_float_rounding_upstream_can_move_an_int8_rounding() -> None:
     """The zoo's mobilenet_tiny starts with a float CONV_2D (the converter keeps
-    its small weights float), whose summation order differs from TFLite's by an
-    ulp in places. On this input that moves one int8 rounding of a later hybrid
-    op: the output misses the float bounds by about one quantization step, and
-    the report says why. (The other seeded inputs pass: tests/test_float_zoo.py.)"""
+    its small weights float). Our reference model computes it exactly and rounds
+    once; TFLite and Arm's reference model accumulate in float32 and differ from
+    it by an ulp in places. On this input that moves one int8 rounding of a
+    later hybrid op: the output misses the float bounds by about one
+    quantization step, and the report says why. (The other seeded inputs pass:
+    tests/test_float_zoo.py.)"""
     from e2e import seeded_inputs
 
     from tfl2tosa.validation import EMULATED_MISMATCH_NOTE
