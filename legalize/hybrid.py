@@ -43,7 +43,7 @@ These are the builtin (optimized) kernels; validate judges emulated models on
 them (tfl2tosa/validation.py says why).
 
 The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
-UNIDIRECTIONAL_SEQUENCE_RNN) and SVDF are legalize.rnn's and legalize.misc's
+LSTM, UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN) and SVDF are legalize.rnn's and legalize.misc's
 lowerings with these products in place of their float MATMULs (imported when
 such an op is met: converting other models does not load them).
 """
@@ -512,6 +512,27 @@ def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     return lower_unidirectional_rnn(op, rw, emulate=True)
 
 
+@pattern("tfl.lstm", label="lstm_hybrid", types=("f32",))
+def lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """One LSTM step (lstm.cc, full kernel) as unidirectional_sequence_lstm_hybrid."""
+    if (failure := _weights_quantized(op, 2)) is not None:
+        return failure
+    from legalize.rnn import lower_lstm
+
+    return lower_lstm(op, rw, emulate=True)
+
+
+@pattern("tfl.bidirectional_sequence_rnn", label="bidirectional_sequence_rnn_hybrid",
+         types=("f32",))
+def bidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both directions as unidirectional_sequence_rnn_hybrid."""
+    if (failure := _weights_quantized(op, 1)) is not None:
+        return failure
+    from legalize.rnn import lower_bidirectional_rnn
+
+    return lower_bidirectional_rnn(op, rw, emulate=True)
+
+
 @pattern("tfl.svdf", label="svdf_hybrid", types=("f32",))
 def svdf_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The SVDF step of legalize.misc with TFLite's hybrid feature product
@@ -565,4 +586,5 @@ HYBRID_LABELS = frozenset({"fully_connected_hybrid", "conv_2d_hybrid",
                            "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
                            "embedding_lookup_hybrid", "unidirectional_sequence_lstm_hybrid",
                            "bidirectional_sequence_lstm_hybrid",
-                           "unidirectional_sequence_rnn_hybrid", "svdf_hybrid"})
+                           "unidirectional_sequence_rnn_hybrid", "svdf_hybrid",
+                           "lstm_hybrid", "bidirectional_sequence_rnn_hybrid"})

@@ -50,6 +50,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.rnn', 'bidirectional_sequence_lstm'),
     ),
     'tfl.bidirectional_sequence_rnn': (
+        ('legalize.hybrid', 'bidirectional_sequence_rnn_hybrid'),
         ('legalize.rnn', 'bidirectional_sequence_rnn'),
     ),
     'tfl.bitcast': (
@@ -271,6 +272,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.lstm': (
+        ('legalize.hybrid', 'lstm_hybrid'),
         ('legalize.integer.lstm', 'lstm_int8'),
         ('legalize.rnn', 'lstm'),
     ),

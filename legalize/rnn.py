@@ -574,6 +574,10 @@ def lower_unidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value
 @pattern("tfl.lstm", types=("f32",))
 def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One LSTM step on [batch, input]: the sequence lowering with one time step."""
+    return lower_lstm(op, rw, emulate=False)
+
+
+def lower_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     failure = require_float_activations(op, weights=_LSTM_WEIGHTS)
     if failure is not None:
         return failure
@@ -585,7 +589,8 @@ def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     shape = tensor_type(x).shape
     if len(shape) != 2:
         return Failure(f"{op.name}: input must be [batch, input]")
-    d = lstm_direction(rw, op, LSTM, shape[0], _result_element(op))
+    d = _direction(op, lstm_direction(rw, op, LSTM, shape[0], _result_element(op)),
+                   _lstm_products(op, LSTM), emulate)
     if isinstance(d, Failure):
         return d
     return single_step(rw, op, d, x)
@@ -675,6 +680,10 @@ def rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Forward and backward RNNs over the same input (kernels/
     bidirectional_sequence_rnn.cc: forward 1-4, backward 5-8, aux input 9)."""
+    return lower_bidirectional_rnn(op, rw, emulate=False)
+
+
+def lower_bidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     for failure in (_float_sequence_op(op, (1, 2, 3, 5, 6, 7, 10, 11)), _no_aux_input(op, 9)):
         if failure is not None:
             return failure
@@ -683,7 +692,9 @@ def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     elem = _result_element(op)
     results = []
     for indices, reverse in (((1, 2, 3, 4), False), ((5, 6, 7, 8), True)):
-        d = rnn_direction(rw, op, indices, batch, elem)
+        d = _direction(op, rnn_direction(rw, op, indices, batch, elem),
+                       {"input_weights": indices[:1], "recurrent_weights": indices[1:2]},
+                       emulate)
         if isinstance(d, Failure):
             return d
         output = unrolled_sequence(rw, op, d, x, time_major, reverse)

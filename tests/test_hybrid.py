@@ -237,7 +237,8 @@ def test_unknown_hybrid_mode_is_a_usage_error() -> None:
 _LSTM_INT8 = (*range(1, 12), 16)
 INT8_OPERANDS = {"UNIDIRECTIONAL_SEQUENCE_LSTM": _LSTM_INT8,
                  "BIDIRECTIONAL_SEQUENCE_LSTM": (*_LSTM_INT8, *(i + 17 for i in _LSTM_INT8)),
-                 "UNIDIRECTIONAL_SEQUENCE_RNN": (1, 2)}
+                 "UNIDIRECTIONAL_SEQUENCE_RNN": (1, 2), "LSTM": _LSTM_INT8,
+                 "BIDIRECTIONAL_SEQUENCE_RNN": (1, 2, 5, 6)}
 
 
 def recurrent_case(name: str, asymmetric: bool, tmp_path: Path) -> Path:
@@ -276,7 +277,8 @@ def recurrent_case(name: str, asymmetric: bool, tmp_path: Path) -> Path:
 
 RECURRENT = ["lstm_plain_batch2", "lstm_cifg_peephole", "lstm_projection_bias_clip",
              "lstm_layer_norm", "bidirectional_lstm_separate_batch_major",
-             "rnn_sequence_tanh", "rnn_sequence_time_major_relu"]
+             "rnn_sequence_tanh", "rnn_sequence_time_major_relu", "lstm_one_step",
+             "bidirectional_rnn_separate"]
 
 
 @pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
