@@ -322,3 +322,33 @@ def test_float_rounding_upstream_can_move_an_int8_rounding() -> None:
     assert not report.passed
     assert EMULATED_MISMATCH_NOTE in report.notes
     assert 1e-5 < max(o.max_abs_error for o in report.outputs) < 1e-3
+
+
+def test_cli_hybrid_option(tmp_path: Path) -> None:
+    """`convert --hybrid float|emulate` picks the patterns the report names;
+    `validate --hybrid float` says what it judged against; a bad mode is a usage
+    error (exit 2, one line)."""
+    import json
+    import subprocess
+    import sys
+
+    def tfl2tosa(*args: object) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tfl2tosa", *map(str, args)],
+                              capture_output=True, text=True)
+
+    model = write(tmp_path, "fc", CASES["fc_asymmetric_per_tensor_ic20"].build(TfliteBuilder()))
+    for mode, label in (("emulate", "fully_connected_hybrid"), ("float", "fully_connected")):
+        report = tmp_path / f"{mode}.json"
+        done = tfl2tosa("convert", model, "-o", tmp_path / f"{mode}.tosa", "--hybrid", mode,
+                        "--report", report)
+        assert done.returncode == 0, done.stderr
+        data = json.loads(report.read_text())
+        assert data["hybrid"] == mode
+        assert [o["pattern"] for o in data["outcomes"]] == [label]
+    done = tfl2tosa("validate", model, "--hybrid", "float", "--json", "-n", "1")
+    assert done.returncode == 0, done.stderr
+    assert any("dequantized" in note for note in json.loads(done.stdout)["notes"])
+    done = tfl2tosa("convert", model, "-o", tmp_path / "bad.tosa", "--hybrid", "exact")
+    assert done.returncode == 2 and "--hybrid" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.tosa").exists()
