@@ -26,7 +26,7 @@ and read in tensor_utils / the kernels:
   differs only where the zero point lies within an ulp of a rounding boundary.
 - The rounding: the kernels quantize a row eight values at a time with
   vector code (Neon, or its SSE emulation on x86) that rounds as
-  `trunc(v + 0.5)` for v >= 0 and `trunc((v - 1) + 0.5)` below, each addition
+  `trunc(v + 0.5)` for v >= 0 and `trunc(v - 0.5)` below, the addition
   rounded in float, and the last `size % 8` values with std::round. The two
   differ only for values within an ulp of a half, and both are built.
 - The product: FULLY_CONNECTED and BATCH_MATMUL compute `acc * (s_in * s_w)`,
@@ -150,11 +150,11 @@ def _round_half_away(e: Elementwise, v: Value) -> Value:
 
 
 def _round_vector_code(e: Elementwise, v: Value) -> Value:
-    """tensor_utils' vector rounding: trunc(v + 0.5), or trunc((v - 1) + 0.5)
-    for v < 0, each addition rounded to float."""
+    """tensor_utils' vector rounding: trunc(v + 0.5), or trunc(v - 0.5) for
+    v < 0, the addition rounded to float (so 0.49999997 rounds to 1)."""
     half = e.like(0.5, v)
     up = e.floor(e.add(v, half))
-    down = e.ceil(e.add(e.sub(v, e.like(1.0, v)), half))
+    down = e.ceil(e.sub(v, half))
     return e.select(e.less(v, e.like(0.0, v)), down, up)
 
 

@@ -158,9 +158,10 @@ def test_bit_identical_to_tflite_and_arm(name: str) -> None:
 @pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
 @pytest.mark.parametrize("ic", [16, 20], ids=["vector_only", "with_tail"])
 def test_rounding_near_halves(asymmetric: bool, ic: int) -> None:
-    """Values whose scaled form lies an ulp below a half (0.49999997) or on one
-    (2.5): the kernels' vector code rounds the first whole blocks of eight as
-    trunc(v + 0.5) in float (0.49999997 -> 1), std::round the rest (-> 0).
+    """Values whose scaled form lies an ulp below a half (0.49999997, 63.499996)
+    or on one (2.5): the kernels' vector code rounds the first whole blocks of
+    eight as trunc(v +- 0.5) in float (0.49999997 -> 1), std::round the rest
+    (-> 0).
     A largest value of 127 (symmetric) or a range of 255 (asymmetric) makes
     the scale exactly 1."""
     w = Int8Weights(RNG.integers(-127, 128, size=(3, ic)).astype(np.int8), (0.01,))
@@ -170,8 +171,11 @@ def test_rounding_near_halves(asymmetric: bool, ic: int) -> None:
     x = np.zeros((1, ic), np.float32)
     x[0, 0] = 255.0 if asymmetric else 127.0
     near = np.float32(0.49999997)
-    for column, value in ((1, near), (2, -near), (3, 2.5), (4, -2.5), (ic - 1, near),
-                          (ic - 2, -near), (ic - 3, 2.5), (ic - 4, -2.5)):
+    # 63.499996 - 0.5 is exact (-> -63), (63.499996 - 1) + 0.5 is not (-> -64).
+    wide = np.float32(63.499996)
+    for column, value in ((1, near), (2, -near), (3, 2.5), (4, -2.5), (5, -wide), (6, wide),
+                          (ic - 1, near), (ic - 2, -near), (ic - 3, 2.5), (ic - 4, -2.5),
+                          (ic - 5, -wide)):
         x[0, column] = value if not asymmetric else abs(value)
     theirs = tflite_outputs(model.data, [x], resolver=BUILTIN)[0]
     ours = next(iter(reference_model.run(model.module, [x]).values()))
