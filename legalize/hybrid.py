@@ -373,9 +373,9 @@ def depthwise_conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     weights = hybrid_weights(op, 1, 3)
     if isinstance(weights, Failure):
         return weights
-    if not weights.per_channel:
-        return Failure("tfl.depthwise_conv_2d: TFLite's hybrid kernel needs per-channel "
-                       "weight scales")
+    if not weights.per_channel and len(weights.scales) != 1:
+        return Failure("tfl.depthwise_conv_2d: TFLite's hybrid kernel needs one weight "
+                       "scale per channel")
     if (failure := require_float_data(op, (0,))) is not None:
         return failure
     x = op.operands[0]

@@ -100,6 +100,8 @@ CASES = {
     "depthwise_c3_m2_same": depthwise(3, 2, 0, 1),
     "depthwise_c8_m1_valid_stride2": depthwise(8, 1, 1, 2),
     "depthwise_c1_m3_same_stride2": depthwise(1, 3, 0, 2),
+    # One output channel: its one scale is per channel for TFLite.
+    "depthwise_c1_m1_same": depthwise(1, 1, 0, 1),
     "batch_matmul_symmetric_k12": batch_matmul(12, False),
     "batch_matmul_asymmetric_k8": batch_matmul(8, True),
     "embedding_lookup_per_tensor": embedding_lookup(False),
