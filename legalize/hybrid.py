@@ -24,6 +24,10 @@ and read in tensor_utils / the kernels:
   and zero point 0. TFLite divides rmin and rmax by the unrounded double scale
   for the zero point; here they are multiplied by the float 1 / scale, which
   differs only where the zero point lies within an ulp of a rounding boundary.
+  One such case is not rare: a row with max == -min has the zero point -0.5
+  exactly, and TFLite's double rounding of (max - min) / 255 picks 0 or -1; the
+  float computation agrees for round magnitudes (1, 0.5, 1.5, 3, 6) but not
+  for arbitrary ones, and then the row's extreme value clamps differently.
 - The rounding: the kernels quantize a row eight values at a time with
   vector code (Neon, or its SSE emulation on x86) that rounds as
   `trunc(v + 0.5)` for v >= 0 and `trunc(v - 0.5)` below, the addition
