@@ -358,3 +358,28 @@ def test_cli_hybrid_option(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--hybrid" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad.tosa").exists()
+
+
+@pytest.mark.parametrize("name", ["fc_asymmetric_per_channel_ic40_relu",
+                                  "conv2d_per_channel_same_stride2", "depthwise_c3_m2_same",
+                                  "batch_matmul_asymmetric_k8", "embedding_lookup_per_row",
+                                  "lstm_plain_batch2"])
+def test_tosa_opt_validates_the_emulation(name: str, tmp_path: Path) -> None:
+    """Arm's tosa-opt accepts the emulated graphs under PRO-INT + PRO-FP
+    (strict-op-spec-alignment)."""
+    import subprocess
+    import sysconfig
+
+    from tfl2tosa.pipeline import emit
+
+    data = (recurrent_case(name, True, tmp_path).read_bytes() if name.startswith("lstm")
+            else CASES[name].build(TfliteBuilder()))
+    module, conversion = convert(data)
+    assert "emulate" in {hybrid_mode(o) for o in conversion.outcomes}
+    text = tmp_path / f"{name}.mlir"
+    text.write_bytes(emit(module, "mlir"))
+    tosa_opt = Path(sysconfig.get_paths()["scripts"]) / "tosa-opt"
+    done = subprocess.run([str(tosa_opt), str(text), "--tosa-attach-target=profiles=pro_int,pro_fp",
+                           "--tosa-validate=strict-op-spec-alignment", "-o", "/dev/null"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
