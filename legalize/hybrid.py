@@ -24,10 +24,10 @@ and read in tensor_utils / the kernels:
   and zero point 0. TFLite divides rmin and rmax by the unrounded double scale
   for the zero point; here they are multiplied by the float 1 / scale, which
   differs only where the zero point lies within an ulp of a rounding boundary.
-  One such case is not rare: a row with max == -min has the zero point -0.5
-  exactly, and TFLite's double rounding of (max - min) / 255 picks 0 or -1; the
-  float computation agrees for round magnitudes (1, 0.5, 1.5, 3, 6) but not
-  for arbitrary ones, and then the row's extreme value clamps differently.
+  One such case is common (normalized data, saturated tanh): a row with
+  max == -min has the zero point -0.5 exactly, and TFLite's double arithmetic
+  picks 0 or -1 by the rounding of (max - min) / 255; that choice is
+  reproduced from the span's mantissa (`_tied_zero_point`).
 - The rounding: the kernels quantize a row eight values at a time with
   vector code (Neon, or its SSE emulation on x86) that rounds as
   `trunc(v + 0.5)` for v >= 0 and `trunc(v - 0.5)` below, the addition
@@ -215,9 +215,50 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
                      e.add(e.like(127.0, x), e.abs(high_steps)))
     nudged = e.select(use_low, from_low, from_high)
     nudged = build.clamp(rw, _round_half_away(e, nudged), -128.0, 127.0)
+    tie = e.logical_and(e.equal(high, e.sub(zero, low)), e.logical_not(empty))
+    nudged = e.select(tie, _tied_zero_point(e, span), nudged)
     zero_point_f = e.select(empty, zero, nudged)
     q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
     return QuantizedRows(_to_int8(e, q, -128, 127), scale, build.cast(rw, zero_point_f, i32))
+
+
+def _normalized_mantissa(e: Elementwise, span: Value) -> Value:
+    """The 24-bit integer mantissa of each positive normal `span`, as a float:
+    span times the power of two that brings it into [2^23, 2^24) (products by
+    powers of two are exact)."""
+    m = span
+    for k in (64, 32, 16, 8, 4, 2, 1):
+        m = e.select(e.greater_equal(m, e.like(2.0 ** (23 + k), m)),
+                     e.mul(m, e.like(2.0 ** -k, m)), m)
+    for k in (64, 32, 16, 8, 4, 2, 1):
+        m = e.select(e.less(m, e.like(2.0 ** (24 - k), m)), e.mul(m, e.like(2.0 ** k, m)), m)
+    return m
+
+
+def _tied_zero_point(e: Elementwise, span: Value) -> Value:
+    """TFLite's zero point for a row with max == -min, where it is -0.5 in exact
+    arithmetic. In double, with s = (max - min) / 255 rounded, it is
+    `127 - round(max / s)`: -0.5 (rounded half away: -1) unless s rounded up by
+    enough to bring max / s below 127.5 by half an ulp, which makes it 0.
+
+    Both depend on the span's 24-bit mantissa M alone: M / 255 keeps 36 or 37
+    fraction bits in double, its fraction r / 255 (r = M mod 255) repeats its 8
+    bits, so the discarded part is t / 255 with t = 32 r mod 255 (16 r when
+    M / 255 >= 2^16); s rounded up when t >= 128, and max / s then falls below
+    the midpoint when t + 64 f < 255, f the mantissa of M / 255 in [1, 2)
+    (checked against the double computation on random magnitudes)."""
+    mantissa = _normalized_mantissa(e, span)
+    whole = build.cast(e.rw, mantissa, i32)
+    divisor = e.const(255, i32)
+    r = e.sub(whole, build.mul(e.rw, e.intdiv(whole, divisor), divisor))
+    wide = e.greater_equal(whole, e.const(255 << 16, i32))
+    shifted = build.mul(e.rw, r, e.select(wide, e.const(16, i32), e.const(32, i32)))
+    t = e.sub(shifted, build.mul(e.rw, e.intdiv(shifted, divisor), divisor))
+    sixty_four_f = e.mul(mantissa, e.select(wide, e.like(1.0 / (255 * 1024), span),
+                                            e.like(1.0 / (255 * 512), span)))
+    rounded_up = e.greater_equal(t, e.const(128, i32))
+    below = e.less(e.add(build.cast(e.rw, t, f32), sixty_four_f), e.like(255.0, span))
+    return e.select(e.logical_and(rounded_up, below), e.like(0.0, span), e.like(-1.0, span))
 
 
 # ---------------------------------------------------------------------------

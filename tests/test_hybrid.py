@@ -383,3 +383,27 @@ def test_tosa_opt_validates_the_emulation(name: str, tmp_path: Path) -> None:
                            "--tosa-validate=strict-op-spec-alignment", "-o", "/dev/null"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["fc_asymmetric_per_tensor_ic20",
+                                  "fc_asymmetric_per_channel_ic40_relu",
+                                  "conv2d_per_channel_same_stride1"])
+def test_opposite_extremes_tie_the_zero_point(name: str) -> None:
+    """Rows (images) whose largest and smallest values are exact opposites put
+    the asymmetric zero point on -0.5; TFLite's double arithmetic makes it 0 or
+    -1 depending on the magnitude (round ones like 1.0 give -1, about one in
+    seven arbitrary ones 0), and the row's extreme values clamp accordingly."""
+    case = CASES[name]
+    model = converted(case)
+    shape = case.operands[0].shape
+    rows = shape[0] if len(shape) > 2 else int(np.prod(shape[:-1]))
+    magnitudes = [1.0, 3.0, 0.5, *10.0 ** RNG.uniform(-3, 3, size=29)]
+    for start in range(0, len(magnitudes), rows):
+        x = RNG.uniform(-1.0, 1.0, size=(rows, int(np.prod(shape)) // rows))
+        for row, m in enumerate(magnitudes[start:start + rows]):
+            x[row] *= m
+            x[row, 0], x[row, -1] = m, -m
+        feeds = [x.reshape(shape).astype(np.float32)]
+        theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
+        ours = next(iter(reference_model.run(model.module, feeds).values()))
+        assert np.array_equal(ours, theirs), int((ours != theirs).sum())
