@@ -30,6 +30,11 @@ def convert_command(
                                           "instead of lowering them through float."),
     report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
     hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
+    kernels: str = typer.Option("reference", "--kernels",
+                                help="Which TFLite kernels integer ops reproduce where they "
+                                     "round differently: reference (BUILTIN_REF) or optimized "
+                                     "(the builtin kernels devices run; `validate` picks this "
+                                     "when the reference resolver lacks an op version)."),
 ) -> None:
     """Convert a TFLite model to TOSA. Nothing is written unless the whole model converts."""
     if emit_form not in ("tosa", "mlir", "tfl"):
@@ -43,7 +48,8 @@ def convert_command(
         try:
             module, conversion = convert(source, fallback=not no_fallback,
                                          disabled=frozenset(disable),
-                                         profiles=tuple(profile), hybrid=hybrid)
+                                         profiles=tuple(profile), kernels=kernels,
+                                         hybrid=hybrid)
         except ConversionError as exc:
             if report is not None:
                 write_atomically(report, _failure_report(model, exc).encode())
