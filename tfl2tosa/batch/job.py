@@ -36,6 +36,7 @@ class JobOptions:
     seed: int = 0
     # validate's --input-range texts ([NAME|INDEX=]LOW:HIGH), for every model.
     input_ranges: tuple[str, ...] = ()
+    hybrid: str = "emulate"            # convert's --hybrid
 
     def fingerprint(self) -> dict[str, Any]:
         """The options a model's result depends on (what --resume must match)."""
@@ -73,7 +74,8 @@ def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         module, report = convert(path, fallback=options.fallback,
-                                 disabled=frozenset(options.disabled))
+                                 disabled=frozenset(options.disabled),
+                                 hybrid=options.hybrid)
         if options.output is not None:
             write_atomically(options.output, emit(module, "tosa"))
     except MemoryError:

@@ -51,6 +51,7 @@ class BatchOptions:
     runs: int = 3
     seed: int = 0
     input_ranges: tuple[str, ...] = ()   # validate's --input-range, for every model
+    hybrid: str = "emulate"              # convert's --hybrid, for every model
     shard: tuple[int, int] | None = None
     resume: bool = False
     baseline: str | None = None
@@ -62,7 +63,7 @@ class BatchOptions:
     def job_options(self, output: str | None) -> JobOptions:
         return JobOptions(output=output, validate=self.validate, fallback=self.fallback,
                           disabled=tuple(self.disabled), runs=self.runs, seed=self.seed,
-                          input_ranges=tuple(self.input_ranges))
+                          input_ranges=tuple(self.input_ranges), hybrid=self.hybrid)
 
     def limits(self) -> dict[str, Any]:
         return {"timeout_s": self.timeout, "memory_limit_bytes": self.memory_limit}

@@ -47,6 +47,11 @@ import typer  # noqa: E402  (after the process tuning above)
 
 from tfl2tosa.errors import Tfl2TosaError  # noqa: E402
 
+# convert / validate / batch --hybrid.
+HYBRID_HELP = ("How ops with int8 weights and float activations (dynamic-range models) "
+               "compute: emulate (TFLite's hybrid kernels: activations quantized at run "
+               "time, integer products) or float (dequantized weights).")
+
 app = typer.Typer(
     name="tfl2tosa",
     help="Convert TensorFlow Lite models to TOSA 1.0 and check the result.",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import HYBRID_HELP, app
 from tfl2tosa.errors import ConversionError
 
 
@@ -36,6 +36,7 @@ def convert_command(
                                      help="Refuse quantized ops without an integer lowering "
                                           "instead of lowering them through float."),
     report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     kernels: str = typer.Option("reference", "--kernels",
                                 help="Which TFLite kernels integer ops reproduce where they "
                                      "round differently: reference (BUILTIN_REF) or optimized "
@@ -56,7 +57,8 @@ def convert_command(
         try:
             module, conversion = convert(source, fallback=not no_fallback,
                                          disabled=frozenset(disable),
-                                         profiles=tuple(profile), kernels=kernels)
+                                         profiles=tuple(profile), kernels=kernels,
+                                         hybrid=hybrid)
         except ConversionError as exc:
             if report is not None:
                 write_atomically(report, _failure_report(model, exc).encode())
