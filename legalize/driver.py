@@ -88,17 +88,20 @@ def _quantized_constants(op: Op) -> set[str]:
     return {_constant_storage(v) for v in op.operands} - {None}  # type: ignore[misc]
 
 
-def weight_form(op: Op, created: list[Op]) -> str:
+def weight_form(op: Op, created: list[Op], hybrid: bool) -> str:
     """How an op lowered by its pattern took its quantized constant operands,
-    for the report: "dequantized-constant" (float results: the constant was
-    dequantized once at conversion, by a folded DEQUANTIZE or for a float op
-    with quantized weights; the fallback does the same with every quantized
-    constant it reads), "int4" (int4 weights kept as TOSA i4, EXT-INT4),
-    "int4-as-int8" (int4 weights widened to i8, the same integers), or ""
-    (nothing to say)."""
+    for the report: "hybrid" (integer weights in TFLite's hybrid arithmetic,
+    legalize.hybrid), "dequantized-constant" (float results otherwise: the
+    constant was dequantized once at conversion, by a folded DEQUANTIZE or for
+    a float op with quantized weights; the fallback does the same with every
+    quantized constant it reads), "int4" (int4 weights kept as TOSA i4,
+    EXT-INT4), "int4-as-int8" (int4 weights widened to i8, the same integers),
+    or "" (nothing to say)."""
     storages = _quantized_constants(op)
     if not storages:
         return ""
+    if hybrid:
+        return "hybrid"
     if _float_results(op):
         return "dequantized-constant"
     if "i4" not in storages:
@@ -172,7 +175,7 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             reasons.append(values.reason if isinstance(values, Failure)
                            else f"{entry.label} does not apply")
             continue
-        weights = weight_form(op, new_ops[mark:])
+        weights = weight_form(op, new_ops[mark:], entry.fn.__module__ == "legalize.hybrid")
         replace_op(graph, op, list(values))
         # Hybrid ops (quantized constant weights, float activations) compute in float.
         path = "integer" if quantized and not _float_results(op) else "float"

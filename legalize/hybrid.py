@@ -105,7 +105,10 @@ def hybrid_weights(op: Op, index: int, channel_axis: int) -> HybridWeights | Fai
     if not is_quantized(t.element):
         return Failure(f"{op.name}: weights are not quantized (not a hybrid op)")
     array = constant_value(value)
-    if array is None or storage_type(t.element).name != "i8" or array.size != t.num_elements:
+    # int4 weights (unpacked by the constant's lowering) are read by TFLite's
+    # hybrid kernels as the int8 values they hold: the same products.
+    if array is None or storage_type(t.element).name not in ("i8", "i4") \
+            or array.size != t.num_elements:
         return Failure(f"{op.name}: hybrid weights must be a dense int8 constant")
     channels = t.shape[channel_axis]
     q = t.element

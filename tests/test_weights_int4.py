@@ -451,9 +451,8 @@ def test_cli_report_names_weights_and_extensions(tmp_path: Path) -> None:
 
 def test_int4_weights_of_a_hybrid_fully_connected(tmp_path: Path) -> None:
     """Float activations read int4 weights directly (AI Edge Quantizer's
-    dynamic_wi4 recipe): the unpacked weights are dequantized at conversion
-    (TFLite's hybrid kernel quantizes the activations instead, within the
-    validation's hybrid bound)."""
+    dynamic_wi4 recipe): TFLite's hybrid kernel reads the unpacked int4 values
+    as int8 weights, and so does legalize.hybrid."""
     rng = np.random.default_rng(9)
     b = TfliteBuilder()
     q = _weights(rng, (6, 20), -8)
@@ -465,7 +464,8 @@ def test_int4_weights_of_a_hybrid_fully_connected(tmp_path: Path) -> None:
     b.io([x], [y])
     conversion, _ = check_model(write_model(b, tmp_path / "hybrid_fc_int4.tflite"),
                                 allowed_paths=("float",))
-    assert [o["weights"] for o in conversion.outcomes] == ["dequantized-constant"]
+    assert [(o["pattern"], o["weights"]) for o in conversion.outcomes] == \
+        [("fully_connected_hybrid", "hybrid")]
 
 
 def test_int4_embedding_table_of_odd_width_refused(tmp_path: Path) -> None:
