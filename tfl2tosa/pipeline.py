@@ -1,6 +1,6 @@
 """The conversion pipeline: `.tflite` -> TOSA Module -> `.tosa` or MLIR text.
 
-    load -> inline_calls -> lower_resource_variables -> legalize -> CSE/DCE ->
+    load -> check_module -> inline_calls -> lower_resource_variables -> legalize -> CSE/DCE ->
     lower_quant_ops -> strip_func_quant_types -> canonicalize/CSE/DCE -> verify -> write
 
 The quant casts are lowered before any canonicalization: every qcast/dcast
@@ -89,6 +89,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
     from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.tflite_import import load
+    from tfl2tosa.tflite_import.structure import check_module
 
     unknown = sorted(set(disabled) - known_labels())
     if unknown:
@@ -98,6 +99,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     report = ConversionReport(model=name)
     module = _timed(report, "import", load, source)
     report.ops_in = op_counts(module)
+    _timed(report, "check", check_module, module)
     _timed(report, "inline_calls", inline_calls, module)
     _timed(report, "resource_variables", lower_resource_variables, module)
 
