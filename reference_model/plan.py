@@ -24,8 +24,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from reference_model.kernels import KERNELS, PREPARERS, KernelContext, Prepared, StaticOp
-from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire
+from tfl2tosa.errors import ReferenceModelError, ResourceLimitError, SpecErrorIf, SpecRequire
 from tfl2tosa.ir.core import Graph, Op, Value
+from tfl2tosa.limits import check_tensor
 from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
 from tfl2tosa.tosa.ops import BY_MLIR, OPS, Arg, OpDef
 
@@ -168,6 +169,13 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
             return step
     spec_name = step.spec_name = template.spec_name
     step.facts = template.facts
+    for dtype, static_shape, _ in template.facts:
+        if dtype is not None and static_shape is not None:
+            try:
+                check_tensor(static_shape, dtype.itemsize, f"{step.where} result")
+            except ResourceLimitError as exc:
+                step.error = exc
+                return step
     if template.single is not None:
         step.single = (result_slots[0], *template.single)
     preparer = PREPARERS.get(spec_name)

@@ -277,11 +277,15 @@ def mutate(data: bytes, structure: np.ndarray, rng: np.random.Generator) -> tupl
 
 
 def _zero_inputs(module) -> list[np.ndarray]:
-    """Zeros for every input of the entry graph (dynamic dimensions as 1)."""
+    """Zeros for every input of the entry graph (dynamic dimensions as 1), each within
+    the tensor budget as `run` and `validate` check it."""
+    from tfl2tosa.limits import check_tensor
+
     inputs = []
     for value in module.main.inputs:
-        shape = getattr(value.type, "shape", None) or ()
-        inputs.append(np.zeros(tuple(max(d, 1) for d in shape), dtype=np.int8))
+        shape = tuple(max(d, 1) for d in getattr(value.type, "shape", None) or ())
+        check_tensor(shape, 8, f"input {value.name!r}")
+        inputs.append(np.zeros(shape, dtype=np.int8))
     return inputs
 
 

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tfl2tosa.errors import ConversionError, UsageError
 from tfl2tosa.ir.core import Module
 
@@ -103,8 +105,12 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     _timed(report, "inline_calls", inline_calls, module)
     _timed(report, "resource_variables", lower_resource_variables, module)
 
-    result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
-                    disabled=disabled)
+    # Patterns fold constants in IEEE arithmetic, as TFLite's C kernels compute them: a
+    # quantization scale near the float32 limit overflows to inf there too, and numpy's
+    # warning about it would be noise on the user's terminal.
+    with np.errstate(over="ignore", under="ignore"):
+        result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
+                        disabled=disabled)
     report.outcomes = [asdict(o) for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]

@@ -43,6 +43,7 @@ def pad(ctx: KernelContext) -> list[np.ndarray]:
     # The argument table gives input1 rank 1 to MAX_RANK (Arm's model checks it too).
     ctx.error_if(x.ndim == 0, "PAD of a rank-0 tensor")
     widths = [(padding[2 * i], padding[2 * i + 1]) for i in range(x.ndim)]
+    ctx.expect_output_shape(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths)))
     return [np.pad(x, widths, mode="constant", constant_values=pad_const)]
 
 
@@ -83,6 +84,7 @@ def tile(ctx: KernelContext) -> list[np.ndarray]:
     ctx.error_if(len(multiples) != x.ndim,
                  f"multiples {multiples} must have rank {x.ndim} values")
     ctx.error_if(any(m <= 0 for m in multiples), f"multiples {multiples} must be positive")
+    ctx.expect_output_shape(tuple(d * m for d, m in zip(x.shape, multiples)))
     return [np.tile(x, multiples) if x.ndim else x.copy()]
 
 

@@ -47,7 +47,7 @@ class Signature:
     def __init__(self, inputs: int | tuple[int, int | None], outputs: int | tuple[int, int | None]
                  = 1, *, optional: tuple[int, ...] = (), ranks: dict[int, Ranks] | None = None,
                  result_ranks: dict[int, Ranks] | None = None, positive: tuple[str, ...] = (),
-                 axis: tuple[str, int, int] | None = None,
+                 axis: tuple[tuple[str, int, int], ...] = (),
                  axes: dict[int, tuple[int, int]] | None = None, indices: tuple[int, ...] = (),
                  shape_rule: str = "") -> None:
         self.inputs = (inputs, inputs) if isinstance(inputs, int) else inputs
@@ -56,8 +56,8 @@ class Signature:
         self.ranks = ranks or {}              # operand position -> the ranks allowed
         self.result_ranks = result_ranks or {}
         self.positive = positive              # option fields that must be >= 1
-        # (option field, operand position, extra): the field indexes a dimension of that
-        # operand, in [-(rank + extra), rank + extra).
+        # (option field, operand position, extra) each: the field indexes a dimension of
+        # that operand, in [-(rank + extra), rank + extra).
         self.axis = axis
         # constant operand position -> (operand position, extra): its values index
         # dimensions of that operand, as `axis` does.
@@ -84,6 +84,7 @@ RNN = _sig(5, optional=(3,))
 LSTM_REQUIRED = (0, 2, 3, 4, 6, 7, 8, 13, 14, 15, 18, 19)
 LSTM_OPTIONAL = tuple(i for i in range(24) if i not in LSTM_REQUIRED)
 CONV_2D = _sig((2, 3), optional=(2,), ranks={0: (4,), 1: (4,), 2: (1,)}, result_ranks={0: (4,)},
+               shape_rule="conv_2d",
                positive=("stride_w", "stride_h", "dilation_w_factor", "dilation_h_factor"))
 CONV_3D = _sig((2, 3), optional=(2,), ranks={0: (5,), 1: (5,), 2: (1,)}, result_ranks={0: (5,)},
                positive=("stride_d", "stride_w", "stride_h", "dilation_d_factor",
@@ -106,7 +107,7 @@ SIGNATURES: dict[str, Signature] = {
     "BROADCAST_TO": _sig(2, ranks={1: (1,)}, indices=(1,)), "BUCKETIZE": SAME,
     "CALL": _sig(ANY, ANY), "CALL_ONCE": _sig(0, 0), "CAST": SAME, "CEIL": SAME,
     "COMPLEX_ABS": SAME, "CONCAT_EMBEDDINGS": _sig(ANY, ANY),
-    "CONCATENATION": _sig((1, None), axis=("axis", 0, 0), shape_rule="concat"),
+    "CONCATENATION": _sig((1, None), axis=(("axis", 0, 0),), shape_rule="concat"),
     "CONV_2D": CONV_2D, "CONV_3D": CONV_3D,
     "CONV_3D_TRANSPOSE": _sig((3, 4), optional=(3,), ranks={0: (1,), 1: (5,), 2: (5,), 3: (1,)},
                               result_ranks={0: (5,)}, indices=(0,), positive=CONV_3D.positive),
@@ -118,7 +119,7 @@ SIGNATURES: dict[str, Signature] = {
     "DEPTHWISE_CONV_2D": _sig((2, 3), optional=(2,), ranks={0: (4,), 1: (4,), 2: (1,)},
                               result_ranks={0: (4,)}, positive=CONV_2D.positive),
     "DEQUANTIZE": SAME, "DILATE": _sig(3, ranks={1: (1,)}, indices=(1,)), "DIV": BINARY,
-    "DYNAMIC_UPDATE_SLICE": _sig(3, ranks={2: (1,)}, indices=(2,), shape_rule="same"),
+    "DYNAMIC_UPDATE_SLICE": _sig(3, ranks={2: (1,)}, indices=(2,), shape_rule="update"),
     "ELU": SAME, "EMBEDDING_LOOKUP": _sig(2, ranks={0: (1,), 1: RANKED}, indices=(0,)),
     "EMBEDDING_LOOKUP_SPARSE": _sig(5, ranks={0: (1,), 1: (2,), 2: (1,), 4: (1,)},
                                     indices=(0, 1, 2)),
@@ -128,7 +129,7 @@ SIGNATURES: dict[str, Signature] = {
     "FLOOR": SAME, "FLOOR_DIV": BINARY, "FLOOR_MOD": BINARY,
     "FULLY_CONNECTED": _sig((2, 3), (1, 2), optional=(2,), ranks={0: RANKED, 1: (2,), 2: (1,)},
                             result_ranks={0: RANKED}),
-    "GATHER": _sig(2, ranks={0: RANKED}, indices=(1,), axis=("axis", 0, 0)),
+    "GATHER": _sig(2, ranks={0: RANKED}, indices=(1,), axis=(("axis", 0, 0),)),
     "GATHER_ND": _sig(2, ranks={0: RANKED, 1: RANKED}, indices=(1,)),
     "GELU": SAME, "GREATER": COMPARISON, "GREATER_EQUAL": COMPARISON, "HARD_SWISH": SAME,
     "HASHTABLE": _sig(0, 1), "HASHTABLE_FIND": _sig(3), "HASHTABLE_IMPORT": _sig(3, 0),
@@ -143,15 +144,16 @@ SIGNATURES: dict[str, Signature] = {
     "LSTM": _sig((20, 24), (1, 4), optional=LSTM_OPTIONAL, ranks={0: (2,)}, shape_rule="lstm"),
     "MATRIX_DIAG": _sig(1, ranks={0: RANKED}), "MATRIX_SET_DIAG": _sig(2, ranks={0: range(2, 1 << 16)}),
     "MAXIMUM": BINARY, "MINIMUM": BINARY,
-    "MEAN": REDUCER, "MIRROR_PAD": _sig(2, ranks={1: (2,)}, indices=(1,)), "MUL": BINARY,
+    "MEAN": REDUCER, "MIRROR_PAD": _sig(2, ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
+    "MUL": BINARY,
     "MULTINOMIAL": _sig(2, ranks={0: (2,), 1: (0, 1)}, indices=(1,)), "NEG": SAME,
     "NON_MAX_SUPPRESSION_V4": _sig(5, 2, ranks={0: (2,), 1: (1,)}),
     "NON_MAX_SUPPRESSION_V5": _sig(6, 3, ranks={0: (2,), 1: (1,)}),
     "NOT_EQUAL": COMPARISON, "ONE_HOT": _sig(4, indices=(0, 1), ranks={1: (0,)},
-                                             axis=("axis", 0, 1)),
-    "PACK": _sig((1, None), axis=("axis", 0, 1), shape_rule="pack"),
-    "PAD": _sig((2, 3), ranks={1: (2,)}, indices=(1,)),
-    "PADV2": _sig((2, 3), ranks={1: (2,)}, indices=(1,)),
+                                             axis=(("axis", 0, 1),)),
+    "PACK": _sig((1, None), axis=(("axis", 0, 1),), shape_rule="pack"),
+    "PAD": _sig((2, 3), ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
+    "PADV2": _sig((2, 3), ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
     "POW": BINARY, "PRELU": _sig(2, shape_rule="broadcast"), "QUANTIZE": SAME,
     "RANDOM_STANDARD_NORMAL": _sig(1, ranks={0: (1,)}, indices=(0,)),
     "RANDOM_UNIFORM": _sig(1, ranks={0: (1,)}, indices=(0,)),
@@ -161,12 +163,12 @@ SIGNATURES: dict[str, Signature] = {
     "REDUCE_MIN": REDUCER, "REDUCE_PROD": REDUCER, "SUM": REDUCER,
     "REDUCE_WINDOW": _sig(5, ranks={1: (0,), 2: (1,), 3: (1,), 4: (1,)}, indices=(2, 3, 4)),
     "RELU": SAME, "RELU6": SAME, "RELU_0_TO_1": SAME, "RELU_N1_TO_1": SAME,
-    "RESHAPE": _sig((1, 2), ranks={1: (0, 1)}, indices=(1,)),
+    "RESHAPE": _sig((1, 2), ranks={1: (0, 1)}, indices=(1,), shape_rule="reshape"),
     "RESIZE_BILINEAR": _sig(2, ranks={0: (4,), 1: (1,)}, result_ranks={0: (4,)}, indices=(1,)),
     "RESIZE_NEAREST_NEIGHBOR": _sig(2, ranks={0: (4,), 1: (1,)}, result_ranks={0: (4,)},
                                     indices=(1,)),
     "REVERSE_SEQUENCE": _sig(2, ranks={0: range(2, 1 << 16), 1: (1,)}, indices=(1,),
-                             shape_rule="same"),
+                             axis=(("seq_dim", 0, 0), ("batch_dim", 0, 0)), shape_rule="same"),
     "REVERSE_V2": _sig(2, ranks={0: RANKED, 1: (0, 1)}, indices=(1,), axes={1: (0, 0)},
                        shape_rule="same"),
     "RFFT2D": _sig(2, ranks={0: range(2, 1 << 16), 1: (1,)}, indices=(1,)),
@@ -188,9 +190,10 @@ SIGNATURES: dict[str, Signature] = {
     "SPLIT_V": _sig(3, (1, None), ranks={0: RANKED, 1: (1,), 2: (0, 1)}, indices=(1, 2),
                     axes={2: (0, 0)}, shape_rule="split"),
     "SQRT": SAME, "SQUARE": SAME, "SQUARED_DIFFERENCE": BINARY,
-    "SQUEEZE": _sig(1, axis=("squeeze_dims", 0, 0)),
+    "SQUEEZE": _sig(1, axis=(("squeeze_dims", 0, 0),)),
     "STABLEHLO_RNG_BIT_GENERATOR": _sig(1, 2),
-    "STRIDED_SLICE": _sig(4, ranks={1: (1,), 2: (1,), 3: (1,)}, indices=(1, 2, 3)),
+    "STRIDED_SLICE": _sig(4, ranks={1: (1,), 2: (1,), 3: (1,)}, indices=(1, 2, 3),
+                          shape_rule="strided_slice"),
     "SUB": BINARY,
     "SVDF": _sig(5, optional=(3,), ranks={0: (2,), 1: (2,), 2: (2,), 3: (1,), 4: (2,)}),
     "TANH": SAME, "TILE": _sig(2, ranks={1: (1,)}, indices=(1,)),
@@ -202,7 +205,7 @@ SIGNATURES: dict[str, Signature] = {
                            positive=("stride_w", "stride_h")),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _sig((20, 24), optional=LSTM_OPTIONAL, ranks={0: (3,)},
                                          shape_rule="lstm"),
-    "UNIQUE": _sig(1, 2, ranks={0: (1,)}), "UNPACK": _sig(1, (1, None), ranks={0: RANKED}, axis=("axis", 0, 0), shape_rule="unpack"),
+    "UNIQUE": _sig(1, 2, ranks={0: (1,)}), "UNPACK": _sig(1, (1, None), ranks={0: RANKED}, axis=(("axis", 0, 0),), shape_rule="unpack"),
     "UNSORTED_SEGMENT_MAX": SEGMENT, "UNSORTED_SEGMENT_MIN": SEGMENT,
     "UNSORTED_SEGMENT_PROD": SEGMENT, "UNSORTED_SEGMENT_SUM": SEGMENT,
     "VAR_HANDLE": _sig(0, 1), "WHERE": UNARY, "WHILE": _sig(ANY, ANY), "ZEROS_LIKE": SAME,
@@ -411,8 +414,8 @@ def _check_options(op: Op, schema_name: str, signature: Signature) -> None:
                              f"({value})")
         if isinstance(value, float) and not math.isfinite(value):
             raise ModelError(f"{_where(op)}: option {name} is {value}")
-    if signature.axis is not None:
-        _check_axis(op, *signature.axis)
+    for field, position, extra in signature.axis:
+        _check_axis(op, field, position, extra)
 
 
 def _check_axis(op: Op, field: str, position: int, extra: int) -> None:
@@ -503,8 +506,57 @@ def _lstm_shapes(op: Op) -> None:
                              f"{list(shapes[position])}, expected {list(expected)}")
 
 
+def _update_shapes(op: Op) -> None:
+    """DYNAMIC_UPDATE_SLICE: update of the operand's rank, one start index per dimension."""
+    operand, update, start = (_static_shape(v) for v in op.operands)
+    if operand is None or update is None or start is None:
+        return
+    if len(update) != len(operand) or start != (len(operand),) \
+            or any(u > d for u, d in zip(update, operand)):
+        raise ModelError(f"{_where(op)}: update {list(update)} and start indices {list(start)} "
+                         f"do not fit operand {list(operand)}")
+    _check_result_shape(op, "same")
+
+
+def _strided_slice_shapes(op: Op) -> None:
+    begin, end, strides = (_static_shape(v) for v in op.operands[1:])
+    if len({begin, end, strides}) != 1:
+        raise ModelError(f"{_where(op)}: begin {begin}, end {end} and strides {strides} "
+                         "must have one shape")
+
+
+def _paddings_shapes(op: Op) -> None:
+    data, paddings = _static_shape(op.operands[0]), _static_shape(op.operands[1])
+    if data is not None and paddings is not None and paddings != (len(data), 2):
+        raise ModelError(f"{_where(op)}: paddings have shape {list(paddings)}, expected "
+                         f"{[len(data), 2]}")
+
+
+def _reshape_shapes(op: Op) -> None:
+    data, result = _static_shape(op.operands[0]), _static_shape(op.results[0])
+    if data is not None and result is not None \
+            and limits.element_count(data) != limits.element_count(result):
+        raise ModelError(f"{_where(op)}: cannot reshape {list(data)} into {list(result)}")
+
+
+def _conv_2d_shapes(op: Op) -> None:
+    """Input channels a whole number of filter groups; result channels the filters'."""
+    x, w, result = _static_shape(op.operands[0]), _static_shape(op.operands[1]), \
+        _static_shape(op.results[0])
+    if x is None or w is None or result is None:
+        return
+    if w[3] < 1 or x[3] < 1 or x[3] % w[3] or w[0] % (x[3] // w[3]) or result[3] != w[0]:
+        raise ModelError(f"{_where(op)}: filter {list(w)} does not fit input {list(x)} and "
+                         f"result {list(result)}")
+    bias = _static_shape(op.operands[2]) if len(op.operands) > 2 else None
+    if bias is not None and bias != (w[0],):
+        raise ModelError(f"{_where(op)}: bias shape {list(bias)}, expected {[w[0]]}")
+
+
 _SHAPE_RULES = {"concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
-                "unpack": _unpack_shapes, "lstm": _lstm_shapes}
+                "unpack": _unpack_shapes, "lstm": _lstm_shapes, "update": _update_shapes,
+                "strided_slice": _strided_slice_shapes, "paddings": _paddings_shapes,
+                "reshape": _reshape_shapes, "conv_2d": _conv_2d_shapes}
 
 
 def _check_budget(value: Value, what: str) -> None:

@@ -346,7 +346,10 @@ class _Serializer:
         b = self.builder
         ranked = tensor.type.shape is not None
         name = b.CreateSharedString(tensor.name)
-        shape = b.CreateInt32Vector(tensor.type.shape if ranked else ())
+        dims = tensor.type.shape if ranked else ()
+        if any(not -(1 << 31) <= d < (1 << 31) for d in dims):
+            raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit int32")
+        shape = b.CreateInt32Vector(dims)
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else None)
         if tensor.data is not None and tensor.blob is None:
