@@ -51,9 +51,8 @@ def pad(ctx: KernelContext) -> list[np.ndarray]:
 def reshape(ctx: KernelContext) -> list[np.ndarray]:
     x, shape = ctx.inputs[0], _ints(ctx.inputs[1])
     ctx.error_if(any(d < 0 for d in shape), f"shape {shape} has a negative dimension")
-    ctx.error_if(int(np.prod(shape, dtype=np.int64)) != x.size,
-                 f"shape {shape} holds {int(np.prod(shape, dtype=np.int64))} elements, the "
-                 f"input {x.size}")
+    ctx.error_if(math.prod(shape) != x.size,  # Python integers: no wrap-around
+                 f"shape {shape} holds {math.prod(shape)} elements, the input {x.size}")
     return [x.reshape(shape)]
 
 

@@ -58,6 +58,8 @@ def sub(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("MUL")
 def mul(ctx: KernelContext) -> list[np.ndarray]:
     a, b = _operands(ctx)
+    if len(ctx.inputs) > 2:
+        ctx.error_if(np.size(ctx.inputs[2]) != 1, "shift must hold one value")
     shift = int(np.asarray(ctx.inputs[2]).reshape(-1)[0]) if len(ctx.inputs) > 2 else 0
     ctx.require(0 <= shift <= 63, f"0 <= shift <= 63 (shift is {shift})")
     if is_float_dtype(a.dtype):

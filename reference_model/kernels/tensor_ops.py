@@ -231,7 +231,7 @@ def _convolve(x: np.ndarray, w: np.ndarray, window: _Window, accumulation: _Accu
         patches = np.empty((x.shape[0],) + window.out + (taps, x.shape[-1]), dtype=work)
         for i, tap in enumerate(window.taps()):
             patches[..., i, :] = window.tap_view(padded, tap)
-        acc = (patches.reshape(-1, terms) @ weights.reshape(w.shape[0], -1).T).reshape(out_shape)
+        acc = (patches.reshape(-1, terms) @ weights.reshape(w.shape[0], terms).T).reshape(out_shape)
     else:
         acc = np.zeros(out_shape, dtype=work)
         for tap in window.taps():

@@ -29,7 +29,7 @@ from tfl2tosa import limits
 from tfl2tosa.errors import IRError, ModelError
 from tfl2tosa.ir.core import Module, Op, Value
 from tfl2tosa.ir.types import (NoneType, TensorType, UniformQuantized, UniformQuantizedPerAxis,
-                               i4, numpy_dtype, storage_type)
+                               i4, is_quantized, numpy_dtype, storage_type)
 from tfl2tosa.tflite_import import schema
 
 ANY = (0, None)  # an operand or result count without bound
@@ -118,7 +118,7 @@ SIGNATURES: dict[str, Signature] = {
                            positive=("block_size",)),
     "DEPTHWISE_CONV_2D": _sig((2, 3), optional=(2,), ranks={0: (4,), 1: (4,), 2: (1,)},
                               result_ranks={0: (4,)}, positive=CONV_2D.positive),
-    "DEQUANTIZE": SAME, "DILATE": _sig(3, ranks={1: (1,)}, indices=(1,)), "DIV": BINARY,
+    "DEQUANTIZE": _sig(1, shape_rule="dequantize"), "DILATE": _sig(3, ranks={1: (1,)}, indices=(1,)), "DIV": BINARY,
     "DYNAMIC_UPDATE_SLICE": _sig(3, ranks={2: (1,)}, indices=(2,), shape_rule="update"),
     "ELU": SAME, "EMBEDDING_LOOKUP": _sig(2, ranks={0: (1,), 1: RANKED}, indices=(0,)),
     "EMBEDDING_LOOKUP_SPARSE": _sig(5, ranks={0: (1,), 1: (2,), 2: (1,), 4: (1,)},
@@ -158,7 +158,7 @@ SIGNATURES: dict[str, Signature] = {
     "RANDOM_STANDARD_NORMAL": _sig(1, ranks={0: (1,)}, indices=(0,)),
     "RANDOM_UNIFORM": _sig(1, ranks={0: (1,)}, indices=(0,)),
     "RANGE": _sig(3, ranks={0: (0,), 1: (0,), 2: (0,)}, result_ranks={0: (1,)}),
-    "RANK": UNARY, "READ_VARIABLE": UNARY, "REAL": SAME,
+    "RANK": _sig(1, result_ranks={0: (0,)}), "READ_VARIABLE": UNARY, "REAL": SAME,
     "REDUCE_ALL": REDUCER, "REDUCE_ANY": REDUCER, "REDUCE_MAX": REDUCER,
     "REDUCE_MIN": REDUCER, "REDUCE_PROD": REDUCER, "SUM": REDUCER,
     "REDUCE_WINDOW": _sig(5, ranks={1: (0,), 2: (1,), 3: (1,), 4: (1,)}, indices=(2, 3, 4)),
@@ -176,7 +176,7 @@ SIGNATURES: dict[str, Signature] = {
     "RNN": RNN, "UNIDIRECTIONAL_SEQUENCE_RNN": RNN, "ROUND": SAME, "RSQRT": SAME,
     "SCATTER_ND": _sig(3, ranks={0: RANKED, 2: (1,)}, indices=(0, 2)),
     "SEGMENT_SUM": _sig(2, ranks={0: RANKED, 1: (1,)}, indices=(1,)),
-    "SELECT": _sig(3), "SELECT_V2": _sig(3, shape_rule="broadcast"), "SHAPE": UNARY,
+    "SELECT": _sig(3), "SELECT_V2": _sig(3, shape_rule="broadcast"), "SHAPE": _sig(1, shape_rule="shape"),
     "SIGN": SAME, "SIN": SAME, "SKIP_GRAM": UNARY,
     "SLICE": _sig(3, ranks={1: (1,), 2: (1,)}, indices=(1, 2)),
     "SOFTMAX": _sig(1, ranks={0: RANKED}, shape_rule="same"),
@@ -225,9 +225,10 @@ _SHARED_OPTIONS = {
     "UNIDIRECTIONAL_SEQUENCE_RNN": "SequenceRNNOptions",
 }
 
-# Attributes the importer adds beside an op's options.
+# Attributes the importer adds beside an op's options (and the reason a module pass
+# gives for an op it leaves, when the check runs after one).
 _IMPORTER_ATTRS = frozenset({"builtin_code", "op_name", "custom_code", "custom_options",
-                             "intermediates", "callee"})
+                             "intermediates", "callee", "unlowered_reason"})
 
 # Ops whose options name other graphs: those graphs must not lead back here.
 _GRAPH_REFERENCES = ("cond", "body", "then_branch", "else_branch", "callee",
@@ -553,7 +554,23 @@ def _conv_2d_shapes(op: Op) -> None:
         raise ModelError(f"{_where(op)}: bias shape {list(bias)}, expected {[w[0]]}")
 
 
-_SHAPE_RULES = {"concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
+def _dequantize_shapes(op: Op) -> None:
+    result = op.results[0].type
+    if isinstance(result, TensorType) and not (
+            getattr(result.element, "is_float", False) and not is_quantized(result.element)):
+        raise ModelError(f"{_where(op)}: result is {result}, not a float tensor")
+    _check_result_shape(op, "same")
+
+
+def _shape_shapes(op: Op) -> None:
+    data, result = op.operands[0].type, _static_shape(op.results[0])
+    if isinstance(data, TensorType) and data.rank is not None and result is not None \
+            and result != (data.rank,):
+        raise ModelError(f"{_where(op)}: result shape {list(result)} should be [{data.rank}]")
+
+
+_SHAPE_RULES = {"dequantize": _dequantize_shapes, "shape": _shape_shapes,
+                "concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
                 "unpack": _unpack_shapes, "lstm": _lstm_shapes, "update": _update_shapes,
                 "strided_slice": _strided_slice_shapes, "paddings": _paddings_shapes,
                 "reshape": _reshape_shapes, "conv_2d": _conv_2d_shapes}
