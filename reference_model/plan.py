@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from reference_model.kernels import KERNELS, PREPARERS, KernelContext, Prepared, StaticOp
-from tfl2tosa.errors import ReferenceModelError, ResourceLimitError, SpecErrorIf, SpecRequire
+from tfl2tosa.errors import (ReferenceModelError, ResourceLimitError, SpecErrorIf, SpecRequire,
+                             Tfl2TosaError)
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.limits import check_tensor
 from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
@@ -242,7 +243,10 @@ def _prepare(preparer: Callable[[StaticOp], Prepared | None], op: Op, template: 
                       template.output_types, op.loc, constants)
     try:
         return preparer(static)
-    except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
+    except Tfl2TosaError:
+        # Something wrong with the op (an ERROR_IF, a bad attribute): the registered
+        # kernel reports it when a run reaches the op. Any other exception is a bug
+        # in the preparer and propagates.
         return None
 
 
