@@ -182,13 +182,9 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     weights, acc_element = operands[2:]
-    if len(weights.shape) != 2:
-        return Failure(f"{op.name}: weights of rank {len(weights.shape)}")
     oc, ic = weights.shape
     x_shape = tensor_type(op.operands[0]).shape
     rows = math.prod(x_shape) // ic
-    if rows * ic != math.prod(x_shape) or rows * oc != tensor_type(op.results[0]).num_elements:
-        return Failure(f"{op.name}: input {list(x_shape)} does not fit weights [{oc}, {ic}]")
     accumulated = accumulate(rw, op, operands, "tosa.conv2d",
                               build.reshape(rw, op.operands[0], (rows, 1, 1, ic)),
                               (oc, 1, 1, ic), (rows, 1, 1, oc), pad=[0, 0, 0, 0],

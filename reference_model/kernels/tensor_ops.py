@@ -115,7 +115,8 @@ def _centered(array: np.ndarray, zp: float, integer: bool) -> np.ndarray:
     """value - zp, in int64 (integers: exact) or float64 (floats: exact conversion)."""
     if integer:
         return numerics.as_int64(array) - np.int64(zp)
-    return np.asarray(array).astype(np.float64) - zp
+    with np.errstate(invalid="ignore"):  # NaN and infinite values carry through
+        return np.asarray(array).astype(np.float64) - zp
 
 
 def _max_abs(array: np.ndarray) -> int:

@@ -78,9 +78,10 @@ BINARY = _sig(2, shape_rule="broadcast")
 COMPARISON = BINARY
 POOL = _sig(1, ranks={0: (4,)}, result_ranks={0: (4,)}, positive=("stride_w", "stride_h", "filter_width",
                                            "filter_height"))
-REDUCER = _sig(2, ranks={1: (0, 1)}, indices=(1,), axes={1: (0, 0)})
+REDUCER = _sig(2, ranks={1: (0, 1)}, indices=(1,), axes={1: (0, 0)}, shape_rule="reduce")
 SEGMENT = _sig(3, ranks={0: RANKED}, indices=(1, 2))
 RNN = _sig(5, optional=(3,))
+SEQUENCE_RNN = _sig(5, optional=(3,), shape_rule="steps")
 LSTM_REQUIRED = (0, 2, 3, 4, 6, 7, 8, 13, 14, 15, 18, 19)
 LSTM_OPTIONAL = tuple(i for i in range(24) if i not in LSTM_REQUIRED)
 CONV_2D = _sig((2, 3), optional=(2,), ranks={0: (4,), 1: (4,), 2: (1,)}, result_ranks={0: (4,)},
@@ -100,8 +101,9 @@ SIGNATURES: dict[str, Signature] = {
                          result_ranks={0: (2, 3, 4, 5)}),
     "BATCH_TO_SPACE_ND": _sig(3, ranks={0: (3, 4), 1: (1,), 2: (2,)}, indices=(1, 2),
                               result_ranks={0: (3, 4)}),
-    "BIDIRECTIONAL_SEQUENCE_LSTM": _sig(48, (1, 2), optional=tuple(range(1, 48))),
-    "BIDIRECTIONAL_SEQUENCE_RNN": _sig(12, (1, 2), optional=(9, 10, 11)),
+    "BIDIRECTIONAL_SEQUENCE_LSTM": _sig(48, (1, 2), optional=tuple(range(1, 48)),
+                                        shape_rule="steps"),
+    "BIDIRECTIONAL_SEQUENCE_RNN": _sig(12, (1, 2), optional=(9, 10, 11), shape_rule="steps"),
     "BITCAST": UNARY, "BITWISE_XOR": BINARY,
     "BROADCAST_ARGS": _sig(2, ranks={0: (1,), 1: (1,)}, indices=(0, 1)),
     "BROADCAST_TO": _sig(2, ranks={1: (1,)}, indices=(1,)), "BUCKETIZE": SAME,
@@ -128,7 +130,7 @@ SIGNATURES: dict[str, Signature] = {
     "FAKE_QUANT": SAME, "FILL": _sig(2, ranks={0: (1,), 1: (0, 1)}, indices=(0,)),
     "FLOOR": SAME, "FLOOR_DIV": BINARY, "FLOOR_MOD": BINARY,
     "FULLY_CONNECTED": _sig((2, 3), (1, 2), optional=(2,), ranks={0: RANKED, 1: (2,), 2: (1,)},
-                            result_ranks={0: RANKED}),
+                            result_ranks={0: RANKED}, shape_rule="fully_connected"),
     "GATHER": _sig(2, ranks={0: RANKED}, indices=(1,), axis=(("axis", 0, 0),)),
     "GATHER_ND": _sig(2, ranks={0: RANKED, 1: RANKED}, indices=(1,)),
     "GELU": SAME, "GREATER": COMPARISON, "GREATER_EQUAL": COMPARISON, "HARD_SWISH": SAME,
@@ -150,7 +152,7 @@ SIGNATURES: dict[str, Signature] = {
     "NON_MAX_SUPPRESSION_V4": _sig(5, 2, ranks={0: (2,), 1: (1,)}),
     "NON_MAX_SUPPRESSION_V5": _sig(6, 3, ranks={0: (2,), 1: (1,)}),
     "NOT_EQUAL": COMPARISON, "ONE_HOT": _sig(4, indices=(0, 1), ranks={1: (0,)},
-                                             axis=(("axis", 0, 1),)),
+                                             axis=(("axis", 0, 1),), shape_rule="one_hot"),
     "PACK": _sig((1, None), axis=(("axis", 0, 1),), shape_rule="pack"),
     "PAD": _sig((2, 3), ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
     "PADV2": _sig((2, 3), ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
@@ -173,7 +175,7 @@ SIGNATURES: dict[str, Signature] = {
                        shape_rule="same"),
     "RFFT2D": _sig(2, ranks={0: range(2, 1 << 16), 1: (1,)}, indices=(1,)),
     "RIGHT_SHIFT": BINARY,
-    "RNN": RNN, "UNIDIRECTIONAL_SEQUENCE_RNN": RNN, "ROUND": SAME, "RSQRT": SAME,
+    "RNN": RNN, "UNIDIRECTIONAL_SEQUENCE_RNN": SEQUENCE_RNN, "ROUND": SAME, "RSQRT": SAME,
     "SCATTER_ND": _sig(3, ranks={0: RANKED, 2: (1,)}, indices=(0, 2)),
     "SEGMENT_SUM": _sig(2, ranks={0: RANKED, 1: (1,)}, indices=(1,)),
     "SELECT": _sig(3), "SELECT_V2": _sig(3, shape_rule="broadcast"), "SHAPE": _sig(1, shape_rule="shape"),
@@ -505,6 +507,7 @@ def _lstm_shapes(op: Op) -> None:
         if shapes[position] != expected:
             raise ModelError(f"{_where(op)}: operand {position} has shape "
                              f"{list(shapes[position])}, expected {list(expected)}")
+    _sequence_steps(op)
 
 
 def _update_shapes(op: Op) -> None:
@@ -569,7 +572,51 @@ def _shape_shapes(op: Op) -> None:
         raise ModelError(f"{_where(op)}: result shape {list(result)} should be [{data.rank}]")
 
 
-_SHAPE_RULES = {"dequantize": _dequantize_shapes, "shape": _shape_shapes,
+def _fully_connected_shapes(op: Op) -> None:
+    """Input rows of the weights' depth; result rows x units; bias one per unit."""
+    if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT":
+        return
+    x, w, result = (_static_shape(v) for v in (op.operands[0], op.operands[1], op.results[0]))
+    if x is None or w is None or result is None:
+        return
+    units, depth = w
+    count = limits.element_count(x)
+    if depth < 1 or count % depth or count // depth * units != limits.element_count(result):
+        raise ModelError(f"{_where(op)}: input {list(x)} and result {list(result)} do not "
+                         f"fit weights {list(w)}")
+    bias = _static_shape(op.operands[2]) if len(op.operands) > 2 else None
+    if bias is not None and bias != (units,):
+        raise ModelError(f"{_where(op)}: bias shape {list(bias)}, expected {[units]}")
+
+
+def _reduce_shapes(op: Op) -> None:
+    """No reduction over an empty dimension (MEAN would divide by zero)."""
+    x, axes = _static_shape(op.operands[0]), _constant(op.operands[1])
+    if x is None or axes is None:
+        return
+    for axis in np.ravel(axes).tolist():
+        if x[axis] == 0:
+            raise ModelError(f"{_where(op)}: reduces dimension {axis} of {list(x)}, which "
+                             "is empty")
+
+
+def _sequence_steps(op: Op) -> None:
+    """Recurrent ops unroll one group of TOSA ops per time step: refuse too many."""
+    x = _static_shape(op.operands[0])
+    if x is None or len(x) != 3:
+        return
+    steps = x[0] if op.attrs.get("time_major", False) else x[1]
+    limits.check_steps(steps, _where(op))
+
+
+def _one_hot_shapes(op: Op) -> None:
+    indices = op.operands[0].type
+    _same_rank_results(op, indices.rank + 1 if isinstance(indices, TensorType)
+                       and indices.rank is not None else None)
+
+
+_SHAPE_RULES = {"dequantize": _dequantize_shapes, "one_hot": _one_hot_shapes, "fully_connected": _fully_connected_shapes,
+                "reduce": _reduce_shapes, "steps": _sequence_steps, "shape": _shape_shapes,
                 "concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
                 "unpack": _unpack_shapes, "lstm": _lstm_shapes, "update": _update_shapes,
                 "strided_slice": _strided_slice_shapes, "paddings": _paddings_shapes,
