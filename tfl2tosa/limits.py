@@ -5,8 +5,8 @@ conversion folds or materialises and every tensor the reference model or
 `validate` would allocate is checked against it first (`check_tensor`). The
 budget comes from `set_max_tensor_bytes` (the CLI's `--max-tensor-bytes`),
 else the environment variable TFL2TOSA_MAX_TENSOR_BYTES (so worker processes
-inherit the CLI's choice), else a quarter of the machine's physical memory:
-room for the tensor and the few temporaries a kernel makes beside it.
+inherit the CLI's choice), else an eighth of the machine's physical memory: room for the tensor and the
+few temporaries a kernel makes beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _budget: int | None = None
 def parse_bytes(text: str) -> int:
     """`1000000`, `512M`, `4G` (binary multiples; a trailing `B`/`iB` is allowed)."""
     spec = text.strip().upper().removesuffix("IB").removesuffix("B")
-    number, suffix = (spec[:-1], spec[-1]) if spec[-1:] in _SUFFIXES else (spec, "")
+    number, suffix = (spec[:-1], spec[-1]) if spec and spec[-1] in _SUFFIXES else (spec, "")
     try:
         value = float(number) * _SUFFIXES[suffix]
     except (ValueError, KeyError):
@@ -46,7 +46,7 @@ def default_max_tensor_bytes() -> int:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         physical = 8 << 30
-    return max(physical // 4, 1 << 20)
+    return max(physical // 8, 1 << 20)
 
 
 def max_tensor_bytes() -> int:
