@@ -44,6 +44,10 @@ Task = tuple[int, str, JobOptions, Job]
 
 def worker_main(conn: Connection, log_path: str, memory_limit: int | None) -> None:
     """Entry point of a spawned worker: serve tasks until told to stop."""
+    # Ctrl-C reaches the whole process group: the parent handles it (it kills busy
+    # workers and writes the report of what finished), so a worker must not die of it
+    # first and be recorded as a crash.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     log = open(log_path, "ab", buffering=0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)

@@ -144,7 +144,7 @@ SIGNATURES: dict[str, Signature] = {
     "LOGICAL_AND": BINARY, "LOGICAL_NOT": SAME, "LOGICAL_OR": BINARY, "LOGISTIC": SAME,
     "LSH_PROJECTION": _sig((2, 3), optional=(2,)),
     "LSTM": _sig((20, 24), (1, 4), optional=LSTM_OPTIONAL, ranks={0: (2,)}, shape_rule="lstm"),
-    "MATRIX_DIAG": _sig(1, ranks={0: RANKED}), "MATRIX_SET_DIAG": _sig(2, ranks={0: range(2, 1 << 16)}),
+    "MATRIX_DIAG": _sig(1, ranks={0: RANKED}), "MATRIX_SET_DIAG": _sig(2, ranks={0: range(2, 1 << 16)}, shape_rule="set_diagonal"),
     "MAXIMUM": BINARY, "MINIMUM": BINARY,
     "MEAN": REDUCER, "MIRROR_PAD": _sig(2, ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
     "MUL": BINARY,
@@ -615,7 +615,17 @@ def _one_hot_shapes(op: Op) -> None:
                        and indices.rank is not None else None)
 
 
-_SHAPE_RULES = {"dequantize": _dequantize_shapes, "one_hot": _one_hot_shapes, "fully_connected": _fully_connected_shapes,
+def _set_diagonal_shapes(op: Op) -> None:
+    x, diagonal = _static_shape(op.operands[0]), _static_shape(op.operands[1])
+    if x is not None and diagonal is not None and (
+            len(diagonal) != len(x) - 1 or diagonal[:-1] != x[:-2]
+            or diagonal[-1] != min(x[-2:])):
+        raise ModelError(f"{_where(op)}: diagonal {list(diagonal)} does not fit input "
+                         f"{list(x)}")
+    _check_result_shape(op, "same")
+
+
+_SHAPE_RULES = {"dequantize": _dequantize_shapes, "set_diagonal": _set_diagonal_shapes, "one_hot": _one_hot_shapes, "fully_connected": _fully_connected_shapes,
                 "reduce": _reduce_shapes, "steps": _sequence_steps, "shape": _shape_shapes,
                 "concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
                 "unpack": _unpack_shapes, "lstm": _lstm_shapes, "update": _update_shapes,
