@@ -340,8 +340,8 @@ def run_driver() -> None:
     from tfl2tosa import limits
     from tfl2tosa.errors import Tfl2TosaError
 
-    limits.set_max_tensor_bytes(job["max_tensor_bytes"])
-    target = _target(job["target"])
+    limits.set_max_tensor_bytes(job.get("max_tensor_bytes"))
+    target = _target(job.get("target", "load"))
     # Bound the address space: a huge allocation becomes a MemoryError (a failure).
     vm_kib = int(next(line.split()[1] for line in open("/proc/self/status")
                       if line.startswith("VmSize:")))
@@ -356,9 +356,9 @@ def run_driver() -> None:
 
     signal.signal(signal.SIGALRM, on_alarm)
     models = [Path(p).read_bytes() for p in job["models"]]
-    structures = [structure_positions(m) if job["target"] != "run" else np.arange(len(m))
-                  for m in models]
-    walk = tflite_fields if job["target"] != "run" else tosa_fields
+    tflite_input = job.get("target", "load") != "run"
+    structures = [structure_positions(m) if tflite_input else np.arange(len(m)) for m in models]
+    walk = tflite_fields if tflite_input else tosa_fields
     fields = [walk(m) for m in models]
     rng = np.random.default_rng(job["seed"])
     failures, places, errors, accepted, slowest = [], {}, 0, 0, 0.0
@@ -456,9 +456,29 @@ def fuzz_corpus(small_models: dict[str, Path], directory: Path, zoo_limit: int) 
     return zoo + small + corner_case_models(directory)
 
 
-def run_fuzz(models: list[Path], cases: int, seed: int, timeout: float) -> dict:
+def tosa_corpus(models: list[Path], directory: Path) -> list[Path]:
+    """The `.tosa` files of the models that convert (intact: mutation comes after)."""
+    from tfl2tosa.errors import Tfl2TosaError
+    from tfl2tosa.pipeline import convert, emit
+
+    paths = []
+    for i, model in enumerate(models):
+        try:
+            data = emit(convert(model)[0], "tosa")
+        except Tfl2TosaError:
+            continue
+        path = directory / f"{i}_{model.stem}.tosa"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def run_fuzz(models: list[Path], cases: int, seed: int, timeout: float,
+             target: str = "load") -> dict:
+    # A tensor budget well inside the memory cap: anything larger is refused by name.
     job = {"models": [str(p) for p in models], "cases": cases, "seed": seed,
-           "case_timeout": 2.0, "memory_headroom": 1 << 30}
+           "target": target, "case_timeout": 10.0, "memory_headroom": 1 << 30,
+           "max_tensor_bytes": 16 << 20}
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
             "from test_import_fuzz import run_driver; run_driver()")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -470,7 +490,8 @@ def run_fuzz(models: list[Path], cases: int, seed: int, timeout: float) -> dict:
 
 def check(summary: dict, cases: int) -> None:
     failures = summary["failures"]
-    assert not failures, f"{len(failures)} of {cases} mutants failed:\n" + "\n".join(failures[:20])
+    assert not failures, (f"{len(failures)} of {cases} mutants failed ({len(summary['places'])} "
+                          "places):\n" + "\n".join(failures[:20]))
     assert summary["errors"] + summary["accepted"] == cases
     # The mutations must actually hit structure, or this test proves nothing.
     assert summary["errors"] >= cases // 5, summary
@@ -482,8 +503,39 @@ def test_fuzz_short(small_models, tmp_path):
     check(run_fuzz(models, cases, seed=20240611, timeout=120), cases)
 
 
+def test_fuzz_convert_and_inspect_short(small_models, tmp_path):
+    """Mutants of every zoo model through inspect's summary and text, conversion
+    and the .tosa writer."""
+    cases = 1500
+    models = fuzz_corpus(small_models, tmp_path, zoo_limit=10_000)
+    check(run_fuzz(models, cases, seed=20261126, timeout=300, target="convert"), cases)
+
+
+def test_fuzz_run_short(tmp_path):
+    """Mutants of converted zoo models through the .tosa reader and the reference model."""
+    cases = 1500
+    zoo = sorted(zoo_models(), key=lambda p: p.stat().st_size)[:40]
+    models = tosa_corpus(zoo, tmp_path)
+    check(run_fuzz(models, cases, seed=20261126, timeout=300, target="run"), cases)
+
+
+# At least 100,000 cases in all, over every zoo model.
 @pytest.mark.slow
 def test_fuzz_long(small_models, tmp_path):
     cases = 20000
     models = fuzz_corpus(small_models, tmp_path, zoo_limit=50)
     check(run_fuzz(models, cases, seed=1, timeout=3600), cases)
+
+
+@pytest.mark.slow
+def test_fuzz_convert_and_inspect_long(small_models, tmp_path):
+    cases = 50_000
+    models = fuzz_corpus(small_models, tmp_path, zoo_limit=10_000)
+    check(run_fuzz(models, cases, seed=2, timeout=3 * 3600, target="convert"), cases)
+
+
+@pytest.mark.slow
+def test_fuzz_run_long(tmp_path):
+    cases = 40_000
+    models = tosa_corpus(zoo_models(), tmp_path)
+    check(run_fuzz(models, cases, seed=3, timeout=3 * 3600, target="run"), cases)
