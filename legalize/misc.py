@@ -494,8 +494,6 @@ def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
     computes one step from the state operand (its initial value). Constant
     int8 weights (hybrid models) are dequantized here.
     """
-    if len(op.operands) < 5:
-        return Failure(f"{op.name}: expected 5 operands")
     x, features, times, bias, state = op.operands[:5]
     failure = require_float_activations(op, weights=(1, 2))
     if failure is not None:

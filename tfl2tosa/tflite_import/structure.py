@@ -143,7 +143,7 @@ SIGNATURES: dict[str, Signature] = {
     "LOG": SAME, "LOG_SOFTMAX": _sig(1, ranks={0: RANKED}, shape_rule="same"),
     "LOGICAL_AND": BINARY, "LOGICAL_NOT": SAME, "LOGICAL_OR": BINARY, "LOGISTIC": SAME,
     "LSH_PROJECTION": _sig((2, 3), optional=(2,)),
-    "LSTM": _sig((20, 24), (1, 4), optional=LSTM_OPTIONAL, ranks={0: (2,)}, shape_rule="lstm"),
+    "LSTM": _sig((5, 24), (1, 4), optional=LSTM_OPTIONAL, ranks={0: (2,)}, shape_rule="lstm"),
     "MATRIX_DIAG": _sig(1, ranks={0: RANKED}), "MATRIX_SET_DIAG": _sig(2, ranks={0: range(2, 1 << 16)}, shape_rule="set_diagonal"),
     "MAXIMUM": BINARY, "MINIMUM": BINARY,
     "MEAN": REDUCER, "MIRROR_PAD": _sig(2, ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
@@ -488,6 +488,15 @@ _LSTM_SHAPES = (
 
 
 def _lstm_shapes(op: Op) -> None:
+    if op.attrs.get("kernel_type", "FULL") != "FULL":
+        # The BASIC kernel (lstm.cc, kTfLiteLSTMBasicKernel): 5 inputs, 4 outputs.
+        if len(op.operands) != 5 or len(op.results) != 4:
+            raise ModelError(f"{_where(op)}: the BASIC kernel takes 5 operands and gives "
+                             f"4 results, not {len(op.operands)} and {len(op.results)}")
+        return
+    if len(op.operands) not in (20, 24) or len(op.results) != 1:
+        raise ModelError(f"{_where(op)}: the FULL kernel takes 20 or 24 operands and gives "
+                         f"one result, not {len(op.operands)} and {len(op.results)}")
     shapes = [_static_shape(v) if isinstance(v.type, TensorType) else None for v in op.operands]
     x, output_weights, recurrent = shapes[0], shapes[4], shapes[8]
     if x is None or output_weights is None or recurrent is None \
