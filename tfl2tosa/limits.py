@@ -21,7 +21,7 @@ ENVIRONMENT_VARIABLE = "TFL2TOSA_MAX_TENSOR_BYTES"
 
 # A recurrent op unrolls one group of TOSA ops per time step; past this many
 # steps the graph would be larger than any accelerator compiler takes.
-MAX_UNROLLED_STEPS = 4096
+MAX_UNROLLED_STEPS = 1024
 
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 

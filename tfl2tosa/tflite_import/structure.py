@@ -80,8 +80,8 @@ POOL = _sig(1, ranks={0: (4,)}, result_ranks={0: (4,)}, positive=("stride_w", "s
                                            "filter_height"))
 REDUCER = _sig(2, ranks={1: (0, 1)}, indices=(1,), axes={1: (0, 0)}, shape_rule="reduce")
 SEGMENT = _sig(3, ranks={0: RANKED}, indices=(1, 2))
-RNN = _sig(5, optional=(3,))
-SEQUENCE_RNN = _sig(5, optional=(3,), shape_rule="steps")
+RNN = _sig(5, optional=(3,), ranks={0: (2,)}, shape_rule="rnn")
+SEQUENCE_RNN = _sig(5, optional=(3,), ranks={0: (3,)}, shape_rule="rnn")
 LSTM_REQUIRED = (0, 2, 3, 4, 6, 7, 8, 13, 14, 15, 18, 19)
 LSTM_OPTIONAL = tuple(i for i in range(24) if i not in LSTM_REQUIRED)
 CONV_2D = _sig((2, 3), optional=(2,), ranks={0: (4,), 1: (4,), 2: (1,)}, result_ranks={0: (4,)},
@@ -139,7 +139,7 @@ SIGNATURES: dict[str, Signature] = {
     "IF": _sig((1, None), ANY, ranks={0: (0, 1)}), "IMAG": SAME,
     "L2_NORMALIZATION": _sig(1, ranks={0: RANKED}, shape_rule="same"),
     "LEAKY_RELU": SAME, "LESS": COMPARISON, "LESS_EQUAL": COMPARISON,
-    "LOCAL_RESPONSE_NORMALIZATION": _sig(1, ranks={0: (4,)}, shape_rule="same"),
+    "LOCAL_RESPONSE_NORMALIZATION": _sig(1, ranks={0: (4,)}, shape_rule="lrn"),
     "LOG": SAME, "LOG_SOFTMAX": _sig(1, ranks={0: RANKED}, shape_rule="same"),
     "LOGICAL_AND": BINARY, "LOGICAL_NOT": SAME, "LOGICAL_OR": BINARY, "LOGISTIC": SAME,
     "LSH_PROJECTION": _sig((2, 3), optional=(2,)),
@@ -497,6 +497,7 @@ def _lstm_shapes(op: Op) -> None:
     if len(op.operands) not in (20, 24) or len(op.results) != 1:
         raise ModelError(f"{_where(op)}: the FULL kernel takes 20 or 24 operands and gives "
                          f"one result, not {len(op.operands)} and {len(op.results)}")
+    _check_lstm_groups(op)
     shapes = [_static_shape(v) if isinstance(v.type, TensorType) else None for v in op.operands]
     x, output_weights, recurrent = shapes[0], shapes[4], shapes[8]
     if x is None or output_weights is None or recurrent is None \
@@ -634,7 +635,53 @@ def _set_diagonal_shapes(op: Op) -> None:
     _check_result_shape(op, "same")
 
 
-_SHAPE_RULES = {"dequantize": _dequantize_shapes, "set_diagonal": _set_diagonal_shapes, "one_hot": _one_hot_shapes, "fully_connected": _fully_connected_shapes,
+def _rnn_shapes(op: Op) -> None:
+    """RNN and UNIDIRECTIONAL_SEQUENCE_RNN (lite/kernels/basic_rnn.cc, unidirectional_
+    sequence_rnn.cc): weights [units, input], recurrent [units, units], bias [units],
+    state [batch, units]."""
+    x, weights, recurrent, bias, state = (_static_shape(v) if isinstance(v.type, TensorType)
+                                          else None for v in op.operands)
+    if x is None or weights is None or recurrent is None or state is None:
+        return
+    time_major = len(x) == 3 and op.attrs.get("time_major", False)
+    batch = x[1] if time_major else x[0]
+    units = weights[0] if len(weights) == 2 else -1
+    expected = {1: (units, x[-1]), 2: (units, units), 3: (units,), 4: (batch, units)}
+    for position, shape in ((1, weights), (2, recurrent), (3, bias), (4, state)):
+        if shape is not None and shape != expected[position]:
+            raise ModelError(f"{_where(op)}: operand {position} has shape {list(shape)}, "
+                             f"expected {list(expected[position])}")
+    _sequence_steps(op)
+
+
+def _lrn_shapes(op: Op) -> None:
+    """The window sum materialises a [2 * radius] kernel: within the budget."""
+    radius = op.attrs.get("radius", 0)
+    if isinstance(radius, int) and radius > 0:
+        limits.check_tensor((2 * radius,), 4, f"{_where(op)}: the window of radius {radius}")
+    _check_result_shape(op, "same")
+
+
+def _check_lstm_groups(op: Op) -> None:
+    """Optional LSTM operands come in groups (lstm.cc CheckInputTensorDimensions): the
+    input gate's weights and bias (absent: CIFG), peepholes, layer norms, projection."""
+    present = [i < len(op.operands) and not isinstance(op.operands[i].type, NoneType)
+               for i in range(24)]
+    cifg = not present[1]
+    groups = (("input gate (CIFG)", (1, 5, 12), True),
+              ("peephole", (10, 11) if cifg else (9, 10, 11), True),
+              ("layer norm", (21, 22, 23) if cifg else (20, 21, 22, 23), True))
+    for name, positions, _ in groups:
+        if len({present[i] for i in positions}) > 1:
+            raise ModelError(f"{_where(op)}: the {name} operands {list(positions)} must be "
+                             "all present or all omitted")
+    if cifg and (present[9] or present[20]):
+        raise ModelError(f"{_where(op)}: a CIFG LSTM has no input-gate peephole or layer norm")
+    if present[17] and not present[16]:
+        raise ModelError(f"{_where(op)}: a projection bias without projection weights")
+
+
+_SHAPE_RULES = {"dequantize": _dequantize_shapes, "rnn": _rnn_shapes, "lrn": _lrn_shapes, "set_diagonal": _set_diagonal_shapes, "one_hot": _one_hot_shapes, "fully_connected": _fully_connected_shapes,
                 "reduce": _reduce_shapes, "steps": _sequence_steps, "shape": _shape_shapes,
                 "concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
                 "unpack": _unpack_shapes, "lstm": _lstm_shapes, "update": _update_shapes,
