@@ -474,6 +474,10 @@ def check_type_mode(op: Op, opdef: OpDef) -> None:
             _typed_pairs(opdef.outputs, op.results):
         if not isinstance(value.type, TensorType) or not arg.type_var or arg.kind == "shape":
             continue
+        if arg.shape == "[1]" and value.type.is_static and value.type.num_elements != 1:
+            # zero points, MUL's shift, PAD's pad_const: one value each
+            raise SpecErrorIf(f"{where}: ERROR_IF {arg.name} has shape "
+                              f"{list(value.type.shape)}, must hold one value")
         element = storage_type(value.type.element).name
         wanted = _FIXED_TYPES.get(arg.type_var, bound.get(arg.type_var, element))
         if element != wanted:
