@@ -134,7 +134,8 @@ def tflite_fields(data: bytes) -> dict[str, list[tuple[int, int]]]:
             for slot in (12, 28):
                 options = _field(data, operator, slot)
                 if options is not None:
-                    found["options"].extend((p, 4) for p in _table_fields(data, _deref(data, options)))
+                    table = _deref(data, options)
+                    found["options"].extend((p, 4) for p in _table_fields(data, table))
     return {kind: spots for kind, spots in found.items() if spots}
 
 

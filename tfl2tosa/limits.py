@@ -1,12 +1,14 @@
 """Resource bounds checked before anything is allocated.
 
-`max_tensor_bytes()` is the budget for one tensor: every constant that
-conversion folds or materialises and every tensor the reference model or
-`validate` would allocate is checked against it first (`check_tensor`). The
+`max_tensor_bytes()` is the budget for one tensor (`check_tensor`): the
+structural check holds every tensor a model declares to it (the constants
+conversion materialises are the size of those tensors, or of an option it
+checks too, such as LRN's window), the reference model every result it would
+compute, `run` and `validate` every input they would make. The
 budget comes from `set_max_tensor_bytes` (the CLI's `--max-tensor-bytes`),
 else the environment variable TFL2TOSA_MAX_TENSOR_BYTES (so worker processes
-inherit the CLI's choice), else an eighth of the machine's physical memory: room for the tensor and the
-few temporaries a kernel makes beside it.
+inherit the CLI's choice), else an eighth of the machine's physical memory:
+room for the tensor and the few temporaries a kernel makes beside it.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from tfl2tosa.tflite_import import schema
 
 ANY = (0, None)  # an operand or result count without bound
 RANKED = range(1, 1 << 16)  # any rank but 0
-Ranks = "tuple[int, ...] | range"
+Ranks = tuple[int, ...] | range
 
 
 class Signature:
@@ -68,15 +68,15 @@ class Signature:
         self.shape_rule = shape_rule
 
 
-def _sig(*args: Any, **kwargs: Any) -> Signature:
-    return Signature(*args, **kwargs)
+_sig = Signature
 
 
 UNARY = _sig(1)
 SAME = _sig(1, shape_rule="same")
 BINARY = _sig(2, shape_rule="broadcast")
 COMPARISON = BINARY
-POOL = _sig(1, ranks={0: (4,)}, result_ranks={0: (4,)}, positive=("stride_w", "stride_h", "filter_width",
+POOL = _sig(1, ranks={0: (4,)}, result_ranks={0: (4,)},
+            positive=("stride_w", "stride_h", "filter_width",
                                            "filter_height"))
 REDUCER = _sig(2, ranks={1: (0, 1)}, indices=(1,), axes={1: (0, 0)}, shape_rule="reduce")
 SEGMENT = _sig(3, ranks={0: RANKED}, indices=(1, 2))
@@ -120,7 +120,8 @@ SIGNATURES: dict[str, Signature] = {
                            positive=("block_size",)),
     "DEPTHWISE_CONV_2D": _sig((2, 3), optional=(2,), ranks={0: (4,), 1: (4,), 2: (1,)},
                               result_ranks={0: (4,)}, positive=CONV_2D.positive),
-    "DEQUANTIZE": _sig(1, shape_rule="dequantize"), "DILATE": _sig(3, ranks={1: (1,)}, indices=(1,)), "DIV": BINARY,
+    "DEQUANTIZE": _sig(1, shape_rule="dequantize"),
+    "DILATE": _sig(3, ranks={1: (1,)}, indices=(1,)), "DIV": BINARY,
     "DYNAMIC_UPDATE_SLICE": _sig(3, ranks={2: (1,)}, indices=(2,), shape_rule="update"),
     "ELU": SAME, "EMBEDDING_LOOKUP": _sig(2, ranks={0: (1,), 1: RANKED}, indices=(0,)),
     "EMBEDDING_LOOKUP_SPARSE": _sig(5, ranks={0: (1,), 1: (2,), 2: (1,), 4: (1,)},
@@ -144,7 +145,8 @@ SIGNATURES: dict[str, Signature] = {
     "LOGICAL_AND": BINARY, "LOGICAL_NOT": SAME, "LOGICAL_OR": BINARY, "LOGISTIC": SAME,
     "LSH_PROJECTION": _sig((2, 3), optional=(2,)),
     "LSTM": _sig((5, 24), (1, 4), optional=LSTM_OPTIONAL, ranks={0: (2,)}, shape_rule="lstm"),
-    "MATRIX_DIAG": _sig(1, ranks={0: RANKED}), "MATRIX_SET_DIAG": _sig(2, ranks={0: range(2, 1 << 16)}, shape_rule="set_diagonal"),
+    "MATRIX_DIAG": _sig(1, ranks={0: RANKED}),
+    "MATRIX_SET_DIAG": _sig(2, ranks={0: range(2, 1 << 16)}, shape_rule="set_diagonal"),
     "MAXIMUM": BINARY, "MINIMUM": BINARY,
     "MEAN": REDUCER, "MIRROR_PAD": _sig(2, ranks={1: (2,)}, indices=(1,), shape_rule="paddings"),
     "MUL": BINARY,
@@ -178,7 +180,8 @@ SIGNATURES: dict[str, Signature] = {
     "RNN": RNN, "UNIDIRECTIONAL_SEQUENCE_RNN": SEQUENCE_RNN, "ROUND": SAME, "RSQRT": SAME,
     "SCATTER_ND": _sig(3, ranks={0: RANKED, 2: (1,)}, indices=(0, 2)),
     "SEGMENT_SUM": _sig(2, ranks={0: RANKED, 1: (1,)}, indices=(1,)),
-    "SELECT": _sig(3), "SELECT_V2": _sig(3, shape_rule="broadcast"), "SHAPE": _sig(1, shape_rule="shape"),
+    "SELECT": _sig(3), "SELECT_V2": _sig(3, shape_rule="broadcast"),
+    "SHAPE": _sig(1, shape_rule="shape"),
     "SIGN": SAME, "SIN": SAME, "SKIP_GRAM": UNARY,
     "SLICE": _sig(3, ranks={1: (1,), 2: (1,)}, indices=(1, 2)),
     "SOFTMAX": _sig(1, ranks={0: RANKED}, shape_rule="same"),
@@ -207,7 +210,8 @@ SIGNATURES: dict[str, Signature] = {
                            positive=("stride_w", "stride_h")),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": _sig((20, 24), optional=LSTM_OPTIONAL, ranks={0: (3,)},
                                          shape_rule="lstm"),
-    "UNIQUE": _sig(1, 2, ranks={0: (1,)}), "UNPACK": _sig(1, (1, None), ranks={0: RANKED}, axis=(("axis", 0, 0),), shape_rule="unpack"),
+    "UNIQUE": _sig(1, 2, ranks={0: (1,)}),
+    "UNPACK": _sig(1, (1, None), ranks={0: RANKED}, axis=(("axis", 0, 0),), shape_rule="unpack"),
     "UNSORTED_SEGMENT_MAX": SEGMENT, "UNSORTED_SEGMENT_MIN": SEGMENT,
     "UNSORTED_SEGMENT_PROD": SEGMENT, "UNSORTED_SEGMENT_SUM": SEGMENT,
     "VAR_HANDLE": _sig(0, 1), "WHERE": UNARY, "WHILE": _sig(ANY, ANY), "ZEROS_LIKE": SAME,
@@ -334,8 +338,8 @@ def _is_integer(value: Value) -> bool:
 
 def _constant(value: Value) -> np.ndarray | None:
     owner = value.owner
-    if owner is None or owner.name != "tfl.pseudo_const" or owner.attrs.get("sparsity") is not None \
-            or owner.attrs.get("packed_int4"):
+    if owner is None or owner.name != "tfl.pseudo_const" \
+            or owner.attrs.get("sparsity") is not None or owner.attrs.get("packed_int4"):
         return None
     array = owner.attrs.get("value")
     return None if array is None or getattr(array, "dtype", None) == object else np.asarray(array)
@@ -376,8 +380,8 @@ def _check_result_shape(op: Op, rule: str) -> None:
         try:
             expected = tuple(np.broadcast_shapes(*shapes))
         except ValueError:
-            raise ModelError(f"{_where(op)}: operand shapes "
-                             f"{', '.join(str(list(s)) for s in shapes)} do not broadcast") from None
+            listed = ", ".join(str(list(s)) for s in shapes)
+            raise ModelError(f"{_where(op)}: operand shapes {listed} do not broadcast") from None
     if result != tuple(expected):
         raise ModelError(f"{_where(op)}: result shape {list(result)} should be "
                          f"{list(expected)}")
@@ -681,10 +685,12 @@ def _check_lstm_groups(op: Op) -> None:
         raise ModelError(f"{_where(op)}: a projection bias without projection weights")
 
 
-_SHAPE_RULES = {"dequantize": _dequantize_shapes, "rnn": _rnn_shapes, "lrn": _lrn_shapes, "set_diagonal": _set_diagonal_shapes, "one_hot": _one_hot_shapes, "fully_connected": _fully_connected_shapes,
-                "reduce": _reduce_shapes, "steps": _sequence_steps, "shape": _shape_shapes,
-                "concat": _concat_shapes, "pack": _pack_shapes, "split": _split_shapes,
-                "unpack": _unpack_shapes, "lstm": _lstm_shapes, "update": _update_shapes,
+_SHAPE_RULES = {"dequantize": _dequantize_shapes, "rnn": _rnn_shapes, "lrn": _lrn_shapes,
+                "set_diagonal": _set_diagonal_shapes, "one_hot": _one_hot_shapes,
+                "fully_connected": _fully_connected_shapes, "reduce": _reduce_shapes,
+                "steps": _sequence_steps, "shape": _shape_shapes, "concat": _concat_shapes,
+                "pack": _pack_shapes, "split": _split_shapes, "unpack": _unpack_shapes,
+                "lstm": _lstm_shapes, "update": _update_shapes,
                 "strided_slice": _strided_slice_shapes, "paddings": _paddings_shapes,
                 "reshape": _reshape_shapes, "conv_2d": _conv_2d_shapes}
 
