@@ -559,6 +559,7 @@ def _reshape_shapes(op: Op) -> None:
 
 def _conv_2d_shapes(op: Op) -> None:
     """Input channels a whole number of filter groups; result channels the filters'."""
+    _integer_bias(op, 2)
     x, w, result = _static_shape(op.operands[0]), _static_shape(op.operands[1]), \
         _static_shape(op.results[0])
     if x is None or w is None or result is None:
@@ -586,8 +587,19 @@ def _shape_shapes(op: Op) -> None:
         raise ModelError(f"{_where(op)}: result shape {list(result)} should be [{data.rank}]")
 
 
+def _integer_bias(op: Op, position: int) -> None:
+    """A quantized op's bias is an integer tensor (TFLite's kernels read int32/int64)."""
+    x = op.operands[0].type
+    bias = op.operands[position].type if len(op.operands) > position else None
+    if isinstance(x, TensorType) and is_quantized(x.element) and isinstance(bias, TensorType) \
+            and not getattr(storage_type(bias.element), "is_integer", False):
+        raise ModelError(f"{_where(op)}: the bias of a quantized op is {bias.element}, not "
+                         "an integer tensor")
+
+
 def _fully_connected_shapes(op: Op) -> None:
     """Input rows of the weights' depth; result rows x units; bias one per unit."""
+    _integer_bias(op, 2)
     if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT":
         return
     x, w, result = (_static_shape(v) for v in (op.operands[0], op.operands[1], op.results[0]))
