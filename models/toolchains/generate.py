@@ -113,7 +113,8 @@ def describe(case: Case, built: Built, family: str) -> dict:
 def worker(family: str, patterns: list[str], result_path: Path) -> None:
     """Build the family's selected cases; write each model and a JSON result list."""
     results = []
-    for case in family_cases(family):
+    cases = family_cases(family)
+    for case in cases:
         if patterns and not any(fnmatch.fnmatch(Path(case.path).stem, p) for p in patterns):
             continue
         print(f"[{family}] {case.path}", flush=True)
@@ -132,7 +133,8 @@ def worker(family: str, patterns: list[str], result_path: Path) -> None:
         target.write_bytes(built.data)
         results.append(describe(case, built, family))
         print(f"[{family}] {case.path}: {len(built.data)} bytes", flush=True)
-    result_path.write_text(json.dumps(results))
+    result_path.write_text(json.dumps({"results": results,
+                                       "case_paths": [case.path for case in cases]}))
 
 
 def load_manifest() -> dict:
@@ -142,18 +144,24 @@ def load_manifest() -> dict:
     return {"models": [], "not_produced": []}
 
 
-def merge(manifest: dict, family: str, results: list[dict], patterns: list[str]) -> dict:
+def merge(manifest: dict, family: str, worker_result: dict, patterns: list[str]) -> dict:
+    """The manifest with the family's regenerated entries replaced, and entries of cases
+    the family no longer has dropped."""
+    results = worker_result["results"]
+
     def regenerated(entry: dict) -> bool:
         return entry["family"] == family and (
-            not patterns or any(fnmatch.fnmatch(Path(entry["path"]).stem, p) for p in patterns))
+            entry["path"] not in worker_result["case_paths"] or not patterns
+            or any(fnmatch.fnmatch(Path(entry["path"]).stem, p) for p in patterns))
 
     models = [m for m in manifest["models"] if not regenerated(m)]
     failures = [f for f in manifest["not_produced"] if not regenerated(f)]
     models += [r for r in results if "sha256" in r]
     failures += [r for r in results if "reason" in r]
-    for failure in failures:  # a model no longer made must not linger on disk
-        stale = HERE / failure["path"]
-        if stale.exists():
+    kept = {m["path"] for m in models}
+    for entry in manifest["models"]:  # a model no longer made must not linger on disk
+        stale = HERE / entry["path"]
+        if entry["path"] not in kept and stale.exists():
             stale.unlink()
     return {"generator": "models/toolchains/generate.py",
             "paths_relative_to": "models/toolchains",

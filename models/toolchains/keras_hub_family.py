@@ -75,6 +75,16 @@ def mobilenet_v3():
     return (*_image(backbone), {"class": "MobileNetBackbone", **config})
 
 
+def densenet():
+    """Conv/BatchNorm/ReLU dense blocks with concatenation and pooling transitions (the
+    int16x8 keras-hub backbone: the converter refuses int16x8 for MobileNet's HARD_SWISH
+    and DeiT's NEG)."""
+    import keras_hub
+    config = dict(stackwise_num_repeats=[1, 1], compression_ratio=0.5, growth_rate=8)
+    backbone = keras_hub.models.DenseNetBackbone(**config, image_shape=(IMAGE, IMAGE, 3))
+    return (*_image(backbone), {"class": "DenseNetBackbone", **config})
+
+
 def deit():
     import keras_hub
     config = dict(patch_size=8, num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=64)
@@ -83,7 +93,8 @@ def deit():
 
 
 MODELS: dict[str, Callable] = {"bert": bert, "gpt2": gpt2, "llama": llama,
-                               "mobilenet_v3": mobilenet_v3, "deit": deit}
+                               "mobilenet_v3": mobilenet_v3, "densenet": densenet,
+                               "deit": deit}
 
 
 def _samples(model, ranges, rng) -> list[list[np.ndarray]]:
