@@ -470,6 +470,14 @@ REQUANTIZE_CASES = [
     pytest.param("INT8", (0.01, -100), "INT8", (0.07, 120), id="requantize_i8_coarser"),
     pytest.param("INT16", (2.0 ** -12, 0), "INT8", (0.03, -1), id="requantize_i16_to_i8"),
     pytest.param("INT16", (3.0e-4, 0), "INT16", (2.0e-4, 0), id="requantize_i16_to_i16"),
+    # Scales 2^29 and more apart, beyond any RESCALE: TFLite's `x * (1 << exponent)`
+    # wraps in int32 (an attention mask of 0 and -inf calibrated by AI Edge Quantizer).
+    pytest.param("INT8", (1.3344405750530544e36, 127), "INT8", (3.9215683651783184e-12, -128),
+                 id="requantize_i8_mask_scale_1e36_to_4e-12"),
+    pytest.param("INT16", (1.0384910629719712e34, 0), "INT16", (3.0518508998145927e-14, 0),
+                 id="requantize_i16_mask_scale_1e34_to_3e-14"),
+    pytest.param("INT8", (1.0, 2), "INT8", (1.1e-9, -3), id="requantize_i8_by_2^29.9"),
+    pytest.param("INT16", (0.5, 0), "INT8", (2.0 ** -33, 5), id="requantize_i16_to_i8_by_2^32"),
 ]
 
 

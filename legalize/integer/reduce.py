@@ -30,6 +30,7 @@ import numpy as np
 from legalize.common import constant_value
 from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
 from legalize.quantized import (
+    left_shifted_as_tflite,
     mean_multiplier,
     quantize_multiplier_16,
     rescale_by_multiplier,
@@ -98,31 +99,14 @@ def mean_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
             tuple(kept)), axis=axis)
     largest_sum = count * (x_type.storage_max - x_type.storage_min)
     if shift < 31 and largest_sum >= 1 << (shift - 1):
-        total, shift = _shifted_left_as_tflite(rw, total, 31 - shift)
+        # sum * 2^left_shift wraps in TFLite's int32 arithmetic for large sums.
+        total, shift = left_shifted_as_tflite(rw, total, 31 - shift), 31
     scaled = rescale_by_multiplier(rw, total, [multiplier], [shift], out_type, input_zp=0,
                                    rounding=rounding_mode(op.name))
     result_shape = tensor_type(op.results[0]).shape
     if tuple(kept) != tuple(result_shape):
         scaled = build.reshape(rw, scaled, result_shape)
     return [scaled]
-
-
-def _shifted_left_as_tflite(rw: Rewriter, total: Value, left_shift: int) -> tuple[Value, int]:
-    """A mean whose multiplier exceeds 1 (an output scale far below the input's):
-    TFLite's MultiplyByQuantizedMultiplier computes `sum * 2^left_shift` in int32,
-    which wraps for large sums, then SaturatingRoundingDoublingHighMul by the
-    mantissa (>= 2^29 after the 1/N folding). TOSA: LOGICAL_LEFT_SHIFT (the same
-    wrap), then MAXIMUM/MINIMUM to +-2^29 (any product beyond saturates int8/int16
-    either way, and it keeps RESCALE's shift-31 input range; TOSA has no i32
-    CLAMP), then RESCALE with shift 31."""
-    t = tensor_type(total)
-
-    def scalar(value: int) -> Value:
-        return build.const(rw, np.full((1,) * len(t.shape), value, dtype=np.int32))
-
-    shifted = build.op(rw, "tosa.logical_left_shift", [total, scalar(left_shift)], t)
-    bounded = build.op(rw, "tosa.maximum", [shifted, scalar(-(1 << 29))], t)
-    return build.op(rw, "tosa.minimum", [bounded, scalar(1 << 29)], t), 31
 
 
 # The rounded float sum is clamped to +-2^20 before it becomes an integer: far
