@@ -41,6 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))  # tfl2tosa, read by zoo_inspect
 sys.path.insert(0, str(HERE.parent))  # zoo_inspect
 sys.path.insert(0, str(HERE))
 
