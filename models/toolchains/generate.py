@@ -8,12 +8,12 @@ TensorFlow's converter on Keras models, from configs with seeded random weights.
 Families (one module each, run in its own worker process so that one toolchain's
 crash or import side effects cannot touch another's models):
 
-| family | producer | output |
-| --- | --- | --- |
-| `litert_torch` | LiteRT Torch on `transformers` configs and its generative layers; PT2E int8 | `litert_torch/<model>_{float32,pt2e_int8}.tflite` |
-| `ai_edge_quantizer` | AI Edge Quantizer recipes on the LiteRT Torch float models | `ai_edge_quantizer/<model>_<recipe>.tflite` |
-| `keras_hub` | keras-hub backbones through TFLiteConverter | `keras_hub/<model>_<flavour>.tflite` |
-| `flax` | Flax modules through jax2tf and TFLiteConverter | `flax/<model>_<flavour>.tflite` |
+- `litert_torch`: LiteRT Torch on `transformers` configs and its generative layers, PT2E
+  int8 -> `litert_torch/<model>_{float32,pt2e_int8}.tflite`
+- `ai_edge_quantizer`: AI Edge Quantizer recipes on the LiteRT Torch float models
+  -> `ai_edge_quantizer/<model>_<recipe>.tflite`
+- `keras_hub`: keras-hub backbones through TFLiteConverter -> `keras_hub/<model>_<flavour>.tflite`
+- `flax`: Flax modules through jax2tf and TFLiteConverter -> `flax/<model>_<flavour>.tflite`
 
 Every file is invoked once in TFLite's interpreter before it is kept. `manifest.json`
 records per file its producer, the versions of every package that made it, the recipe,
