@@ -9,6 +9,8 @@
   reference_ops::Requantize: `zp_out + MBQM(x - zp_in, s_in / s_out)` with the
   multiplier from QuantizeMultiplier(double), clamped: one RESCALE (32-bit
   multiplier, double rounding; 16-bit zero points are 0 in TFLite as in TOSA).
+  A scale of 2^29 or more has no RESCALE: requantize_above_2_to_29 reproduces
+  the reference kernel's int32 arithmetic instead.
   TFLite also requantizes int16 to int32 (quantize.cc; int8 -> int32 it
   refuses): one RESCALE i16 -> i32 when both zero points are 0 (TOSA allows no
   other for i16 input and i32 output), else an i32 SUB / RESCALE / ADD. The

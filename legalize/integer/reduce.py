@@ -6,7 +6,8 @@ kernels/internal/reference/reduce.h): `zp_out + MBQM(sum(x - zp_in), m', s')`
 where (m', s') is QuantizeMultiplier(s_in / s_out) with 1/N folded in
 (legalize.quantized.mean_multiplier), then clamped. TOSA: RESCALE to i32
 without the zero point, REDUCE_SUM over each axis, one RESCALE, RESHAPE to the
-result shape.
+result shape. A multiplier above 1 whose `sum << left_shift` can leave int32
+goes through legalize.quantized.left_shifted_as_tflite first (TFLite wraps).
 
 SUM (int8, int16, uint8): TFLite's reference SUM is broken for quantized data,
 so validation judges SUM on the optimized kernels (tfl2tosa/validation.py),
