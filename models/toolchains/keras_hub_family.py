@@ -115,6 +115,8 @@ def convert(name: str, flavour: str):
     import keras
     import tensorflow as tf
     from toolchain_case import Built
+    # Layer names (kept as tensor names) count the models built before in the process.
+    keras.backend.clear_session()
     keras.utils.set_random_seed(0)
     model, ranges, config = MODELS[name]()
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
