@@ -5,17 +5,20 @@ those are the kernels TOSA's integer semantics reproduce (the optimized and
 XNNPACK kernels round differently, see shared/research/LEGALIZATION.md 2.2).
 When the reference resolver lacks an op version the model falls back, as a
 whole, to the builtin kernels without default delegates; the report names the
-resolver used.
+resolver used, and a model `validate` converts itself is then lowered for those
+kernels (`convert(kernels="optimized")`, see tfl2tosa.kernels).
 
 Tolerances
 ----------
 Integer outputs must be exact when every op took the integer path. An op that
 took the dequantize/float/quantize fallback may differ from TFLite's integer
 kernel by rounding, so such models allow `lsb_tolerance` (default 1) LSBs.
-The integer lowerings reproduce TFLite's reference kernels; a model that runs
-on the optimized kernels instead also gets 1 LSB, because those round
-differently (e.g. the optimized float -> int8 QUANTIZE divides by the scale in
-double precision, the reference kernel in float).
+The integer lowerings reproduce TFLite's reference kernels, or its optimized
+ones where tfl2tosa.kernels lists how they differ; a model that runs on the
+optimized kernels still gets 1 LSB, because not every optimized kernel has been
+measured (e.g. the optimized float -> int8/int16 QUANTIZE multiplies by the
+float reciprocal and rounds half to even, the reference kernel divides in float
+and rounds half away from zero: both reproduced).
 
 TFLite's reference SUM kernel is broken for quantized data (reduce.cc calls
 the uint8 reference overload on int8 tensors, and int16 results change from
@@ -194,6 +197,11 @@ def _interpreter(model: bytes, *, reference: bool = True) -> tuple[Any, str]:
                         f"{str(last_error).splitlines()[0] if last_error else ''}")
 
 
+def _kernels_for(resolver: str) -> str:
+    """The `convert(kernels=...)` that reproduces TFLite's kernels under `resolver`."""
+    return "reference" if resolver == "BUILTIN_REF" else "optimized"
+
+
 # A real-valued range for one input: its index in TFLite's input order or its
 # name (None: every input) -> (low, high).
 InputRanges = dict[int | str | None, tuple[float, float]]
@@ -347,8 +355,12 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     report = ValidationReport(model=path)
     with open(path, "rb") as f:
         model_bytes = f.read()
-    if module is None:
-        module, conversion = convert(path, fallback=fallback)
+    converted_here = module is None
+    if converted_here:
+        # Lower for the kernels that will judge: the reference ones unless the
+        # reference resolver lacks one of the model's op versions.
+        _, resolver = _interpreter(model_bytes)
+        module, conversion = convert(path, fallback=fallback, kernels=_kernels_for(resolver))
     outcomes = conversion.outcomes if conversion is not None else []
     report.fallback_ops = [f"{o['op_name']} at {o['loc']}" for o in outcomes
                            if o["path"] == "fallback"]
@@ -360,6 +372,9 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     broken_reference = any(o["op_name"] == "tfl.sum" and "quant.uniform" in o["types"]
                            for o in outcomes)
     interp, report.resolver = _interpreter(model_bytes, reference=not broken_reference)
+    if converted_here and conversion.kernels != _kernels_for(report.resolver):
+        module, conversion = convert(path, fallback=fallback,
+                                     kernels=_kernels_for(report.resolver))
     if lsb_tolerance is None:
         lsb_tolerance = 1 if report.fallback_ops or report.resolver != "BUILTIN_REF" else 0
     in_details = interp.get_input_details()

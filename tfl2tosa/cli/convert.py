@@ -29,6 +29,11 @@ def convert_command(
                                      help="Refuse quantized ops without an integer lowering "
                                           "instead of lowering them through float."),
     report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
+    kernels: str = typer.Option("reference", "--kernels",
+                                help="Which TFLite kernels integer ops reproduce where they "
+                                     "round differently: reference (BUILTIN_REF) or optimized "
+                                     "(the builtin kernels devices run; `validate` picks this "
+                                     "when the reference resolver lacks an op version)."),
 ) -> None:
     """Convert a TFLite model to TOSA. Nothing is written unless the whole model converts."""
     if emit_form not in ("tosa", "mlir", "tfl"):
@@ -42,7 +47,7 @@ def convert_command(
         try:
             module, conversion = convert(source, fallback=not no_fallback,
                                          disabled=frozenset(disable),
-                                         profiles=tuple(profile))
+                                         profiles=tuple(profile), kernels=kernels)
         except ConversionError as exc:
             if report is not None:
                 write_atomically(report, _failure_report(model, exc).encode())
