@@ -7,9 +7,14 @@ from pathlib import Path
 
 import typer
 
-from tfl2tosa.cli import app
-from tfl2tosa.pipeline import DEFAULT_PROFILES, convert, emit, write_atomically
+from tfl2tosa.cli import HYBRID_HELP, app
 from tfl2tosa.errors import ConversionError
+
+
+def _default_profiles() -> list[str]:
+    from tfl2tosa.pipeline import DEFAULT_PROFILES
+
+    return list(DEFAULT_PROFILES)
 
 
 @app.command("convert")
@@ -21,14 +26,17 @@ def convert_command(
     emit_form: str = typer.Option("tosa", "--emit",
                                   help="tosa (flatbuffer), mlir (TOSA MLIR text) or tfl "
                                        "(the imported TFLite graph as MLIR)."),
-    profile: list[str] = typer.Option(list(DEFAULT_PROFILES), "--profile",
-                                      help="TOSA profile(s) the output must conform to."),
+    profile: list[str] = typer.Option(..., "--profile", default_factory=_default_profiles,
+                                      show_default=False,
+                                      help="TOSA profile(s) the output must conform to "
+                                           "(default: PRO-INT and PRO-FP)."),
     disable: list[str] = typer.Option([], "--disable",
                                       help="Switch a legalization pattern off (by label)."),
     no_fallback: bool = typer.Option(False, "--no-fallback",
                                      help="Refuse quantized ops without an integer lowering "
                                           "instead of lowering them through float."),
     report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     kernels: str = typer.Option("reference", "--kernels",
                                 help="Which TFLite kernels integer ops reproduce where they "
                                      "round differently: reference (BUILTIN_REF) or optimized "
@@ -36,6 +44,8 @@ def convert_command(
                                      "when the reference resolver lacks an op version)."),
 ) -> None:
     """Convert a TFLite model to TOSA. Nothing is written unless the whole model converts."""
+    from tfl2tosa.pipeline import convert, emit, write_atomically
+
     if emit_form not in ("tosa", "mlir", "tfl"):
         raise typer.BadParameter("--emit must be tosa, mlir or tfl")
     source: str | bytes = sys.stdin.buffer.read() if model == "-" else model
@@ -47,7 +57,8 @@ def convert_command(
         try:
             module, conversion = convert(source, fallback=not no_fallback,
                                          disabled=frozenset(disable),
-                                         profiles=tuple(profile), kernels=kernels)
+                                         profiles=tuple(profile), kernels=kernels,
+                                         hybrid=hybrid)
         except ConversionError as exc:
             if report is not None:
                 write_atomically(report, _failure_report(model, exc).encode())

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import app, default_elide
 from tfl2tosa.cli.summary import graph_entries, op_counts, print_op_table
-from tfl2tosa.ir.core import Module, Op
-from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS, print_module
-from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    from tfl2tosa.ir.core import Module, Op
 
 
 @app.command("inspect")
 def inspect_command(
     model: str = typer.Argument(..., help="The .tflite file, or - for standard input."),
-    elide: int = typer.Option(DEFAULT_ELIDE_ELEMENTS, "--elide", metavar="N",
+    elide: int = typer.Option(..., "--elide", metavar="N", default_factory=default_elide,
                               help="Print constants with more than N elements as "
                                    "dense_resource<__elided__>; -1 prints every value."),
     as_json: bool = typer.Option(False, "--json",
@@ -26,6 +26,7 @@ def inspect_command(
                                       "as JSON instead of the MLIR text and table."),
 ) -> None:
     """Print a TFLite model as `tfl` MLIR and a table of its ops by element type."""
+    from tfl2tosa.ir.printer import print_module
     from tfl2tosa.tflite_import import load
 
     source: str | bytes = sys.stdin.buffer.read() if model == "-" else model
@@ -46,6 +47,8 @@ def element_label(op: Op) -> str:
     Quantized types are shortened to their storage (`quant<i8>`, `quant<i8>/axis`):
     scales differ per tensor and would make every row unique.
     """
+    from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
+
     values = op.results or op.operands
     if not values or not isinstance(values[0].type, TensorType):
         return str(values[0].type) if values else "-"

@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
 
 from tfl2tosa.cli import app, fail
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    import numpy as np
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -31,6 +34,8 @@ def safe_filename(name: str, index: int, taken: set[str]) -> str:
 
 
 def _load(path: str) -> np.ndarray:
+    import numpy as np
+
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -77,6 +82,8 @@ def run_command(
                                       "dtype) and the run time."),
 ) -> None:
     """Run FILE on the numpy TOSA reference model and save each output as .npy."""
+    import numpy as np
+
     import reference_model
     from tfl2tosa.tosa.reader import read_tosa
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import HYBRID_HELP, app
 
 if TYPE_CHECKING:  # imported when the command runs: every command's start-up pays for these
     from tfl2tosa.validation import ValidationReport
@@ -26,6 +26,7 @@ def validate_command(
              "[NAME|INDEX=]LOW:HIGH (no name: every input). For ops with a domain "
              "(divisors, RSQRT), where TFLite refuses some random inputs."),
     no_fallback: bool = typer.Option(False, "--no-fallback"),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
 ) -> None:
@@ -40,7 +41,7 @@ def validate_command(
     given = [[np.load(p) for p in inputs]] if inputs else None
     ranges = dict(parse_input_range(text) for text in input_range)
     report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback,
-                      input_ranges=ranges)
+                      input_ranges=ranges, hybrid=hybrid)
     if as_json:
         import json
 
