@@ -67,9 +67,20 @@ INTERNAL_ERROR = 70  # sysexits.h EX_SOFTWARE
 @app.callback()
 def _global_options(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks on errors."),
+    max_tensor_bytes: str = typer.Option(
+        None, "--max-tensor-bytes", metavar="BYTES",
+        help="Refuse any tensor larger than this (e.g. 512M, 4G) before allocating it: "
+             "constants conversion materialises, tensors `run` and `validate` compute. "
+             "Default: an eighth of physical memory."),
 ) -> None:
     global _verbose
     _verbose = verbose
+    if max_tensor_bytes is not None:
+        from tfl2tosa import limits
+
+        budget = limits.parse_bytes(max_tensor_bytes)
+        limits.set_max_tensor_bytes(budget)
+        os.environ[limits.ENVIRONMENT_VARIABLE] = str(budget)  # batch workers inherit it
 
 
 def default_elide() -> int:

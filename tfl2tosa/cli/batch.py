@@ -99,6 +99,11 @@ def batch_command(
     print_summary(console, result.report)
     for form, path in result.written.items():
         console.print(f"{form} report: {path}")
+    if result.interrupted:
+        not_run = len(result.report["interrupted"]["not_run"])
+        typer.echo(f"interrupted: the report holds the {len(result.report['models'])} "
+                   f"model(s) that finished; {not_run} did not run", err=True)
+        raise typer.Exit(130)
     raise typer.Exit(result.exit_code)
 
 
