@@ -124,6 +124,8 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
     _check_input_ranges(options.input_ranges)
     baseline = _load_baseline(options.baseline)
     out = Path(options.out_dir)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a directory")
     discovery = discover(options.inputs, root=options.root, exclude=out, download=download)
     if not discovery.models and not discovery.errors:
         raise UsageError(f"no .tflite models found in {' '.join(options.inputs)}")
