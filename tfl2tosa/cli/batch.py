@@ -31,14 +31,31 @@ def parse_size(text: str) -> int | None:
     return int(number * 1024 ** " kmgt".index(unit or " "))
 
 
-@app.command("batch")
+BATCH_EXAMPLES = """
+
+Examples:
+
+  tfl2tosa batch models/ -o results/
+
+  tfl2tosa batch 'zoo/**/*.tflite' -o results/ --jobs 4 --baseline last/report.json
+
+  tfl2tosa batch models/ -o results/ --shard 2/4 --resume
+"""
+
+
+@app.command("batch", help="Convert and validate many models, each in an isolated worker; "
+                           "write reports (report.json, report.xml, report.md, report.html)."
+                           "\n\nExit code: 0 every model passed (with --baseline: nothing "
+                           "regressed); 1 a model failed or regressed, or an input could not "
+                           "be read; 2 a usage error." + BATCH_EXAMPLES)
 def batch_command(
     inputs: list[str] = typer.Argument(..., metavar="INPUT",
                                        help="Model files, directories (searched "
                                        "recursively), globs, or Kaggle handles "
                                        "kaggle:OWNER/MODEL/tfLite/VARIATION(/VERSION)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output directory (.tosa files, "
-                             "per-model and batch reports)."),
+    out: Path = typer.Option(None, "-o", "--output", help="Output directory (.tosa files, "
+                             "per-model and batch reports); required."),
+    out_alias: Path = typer.Option(None, "--out", hidden=True),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
                              help="Models converted in parallel."),
     timeout: float = typer.Option(300.0, "--timeout", min=0,
@@ -53,7 +70,7 @@ def batch_command(
                                      help="Refuse quantized ops without an integer lowering."),
     disable: list[str] = typer.Option([], "--disable", help="Switch a pattern off (by label)."),
     runs: int = typer.Option(3, "--runs", min=1, help="Random inputs per validation."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     input_range: list[str] = typer.Option(
         [], "--input-range",
         help="As validate's, for every model: draw inputs from a real-valued range "
@@ -72,13 +89,14 @@ def batch_command(
                                        help="Markdown summary (default DIR/report.md)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
-    """Convert and validate many models, each in an isolated worker; write reports.
-
-    Exit code: 0 every model passed (with --baseline: nothing regressed); 1 a model failed or regressed, or an input could not be read; 2 a usage error.
-    """  # noqa: E501 (one line: the help text is reflowed by paragraph)
     from tfl2tosa.batch import BatchOptions, UsageError, parse_shard, run_batch
     from tfl2tosa.batch.console import ProgressDisplay, print_summary, summary_console
 
+    if out is not None and out_alias is not None and out != out_alias:
+        raise fail("give the output directory once: -o/--output (--out is its old spelling)", 2)
+    out = out if out is not None else out_alias
+    if out is None:
+        raise fail("give the output directory: -o/--output DIR", 2)
     try:
         options = BatchOptions(
             inputs=list(inputs), out_dir=str(out), jobs=jobs, timeout=timeout or None,
@@ -101,7 +119,11 @@ def batch_command(
     raise typer.Exit(result.exit_code)
 
 
-@report_app.command("merge")
+@report_app.command("merge", help="Merge shard reports into one.\n\nExit code as for "
+                                  "`batch`; 2 for reports that cannot be merged (e.g. of "
+                                  "different schema versions).\n\nExamples:\n\n"
+                                  "  tfl2tosa report merge shard*/report.json -o report.json "
+                                  "--junit report.xml")
 def merge_command(
     reports: list[Path] = typer.Argument(..., metavar="REPORT",
                                          help="Shard reports (report.json of each)."),
@@ -111,10 +133,6 @@ def merge_command(
     baseline: Path = typer.Option(None, "--baseline",
                                   help="Compare the merged whole with this report."),
 ) -> None:
-    """Merge shard reports into one.
-
-    Exit code as for `batch`; 2 for reports that cannot be merged (e.g. of different schema versions).
-    """  # noqa: E501 (one line: the help text is reflowed by paragraph)
     from tfl2tosa.batch import ReportError, load_report, merge_reports, write_reports
     from tfl2tosa.batch.console import print_summary, summary_console
     from tfl2tosa.batch.report import exit_code

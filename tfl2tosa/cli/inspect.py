@@ -15,7 +15,12 @@ from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS, print_module
 from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
 
 
-@app.command("inspect")
+@app.command("inspect", help="Print a TFLite model as `tfl` MLIR and a table of its "
+                             "operators by element type; constants are counted apart, as "
+                             "TFLite and Netron count operators.\n\nExamples:\n\n"
+                             "  tfl2tosa inspect model.tflite\n\n"
+                             "  tfl2tosa inspect model.tflite --json\n\n"
+                             "  tfl2tosa inspect model.tflite --elide -1 > model.tfl.mlir")
 def inspect_command(
     model: str = typer.Argument(..., help="The .tflite file, or - for standard input."),
     elide: int = typer.Option(DEFAULT_ELIDE_ELEMENTS, "--elide", metavar="N",
@@ -25,7 +30,6 @@ def inspect_command(
                                  help="Print op counts, graph signatures and tensor counts "
                                       "as JSON instead of the MLIR text and table."),
 ) -> None:
-    """Print a TFLite model as `tfl` MLIR and a table of its ops by element type."""
     from tfl2tosa.tflite_import import load
 
     source: str | bytes = sys.stdin.buffer.read() if model == "-" else model

@@ -16,7 +16,10 @@ from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS
 from tfl2tosa.ir.types import TensorType, storage_type
 
 
-@app.command("tosa-info")
+@app.command("tosa-info", help="Print a TOSA flatbuffer as TOSA MLIR and a table of its "
+                               "ops by element types.\n\nExamples:\n\n"
+                               "  tfl2tosa tosa-info model.tosa\n\n"
+                               "  tfl2tosa tosa-info model.tosa --json")
 def tosa_info_command(
     path: str = typer.Argument(..., help="The .tosa file, or - for standard input."),
     elide: int = typer.Option(DEFAULT_ELIDE_ELEMENTS, "--elide", metavar="N",
@@ -27,7 +30,6 @@ def tosa_info_command(
                                  help="Print graphs, op counts and sizes as JSON instead of "
                                       "the MLIR text and table."),
 ) -> None:
-    """Print a TOSA flatbuffer as TOSA MLIR and a table of its ops by element types."""
     from tfl2tosa.tosa.mlir import print_tosa_mlir
     from tfl2tosa.tosa.reader import read_tosa
 

@@ -114,6 +114,34 @@ def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "P
     return violations
 
 
+def required_features(module: Module, profile: str | Sequence[str] = ("PRO-INT", "PRO-FP"),
+                      extensions: Iterable[str] = DEFAULT_EXTENSIONS,
+                      ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(profiles, extensions) a valid `module` uses, chosen among those enabled:
+    what a target must support to run it (MLIR's tosa.target_env). Every op's
+    type mode and attribute values need one of a few feature sets; the first
+    enabled set of each counts, and an extension brings a profile it pairs with."""
+    checker = _Checker(module, enabled_features(profile, extensions))
+    for graph in module.graphs.values():
+        checker.check_graph(graph)
+    used: set[str] = set()
+    # Needs with one choice first; a need with several is met by what is used
+    # already when it can be (a bool op runs under PRO-INT or PRO-FP: a float
+    # model should not need PRO-INT for it).
+    for alternatives in sorted(set(checker.needs), key=lambda a: (len(a), a)):
+        choices = [set(a.split("+")) for a in alternatives]
+        if choices and not any(c <= used for c in choices):
+            used.update(min(choices, key=len))
+    for name in sorted(used):
+        pairs = EXTENSION_PROFILES.get(name, ())
+        if pairs and not used & set(pairs):
+            used.add(next((p for p in pairs if p in checker.enabled), pairs[0]))
+    order = ("PRO-INT", "PRO-FP", *EXTENSIONS)
+    chosen = sorted(used, key=order.index)
+    return (tuple(p for p in chosen if p.startswith("PRO-")),
+            tuple(e for e in chosen if e.startswith("EXT-")))
+
+
 # ---------------------------------------------------------------------------
 # Module and graph walk
 
@@ -124,6 +152,9 @@ class _Checker:
         self.enabled = enabled
         self.dynamic = "EXT-DYNAMIC" in enabled
         self.violations: list[Violation] = []
+        # Per checked op (and attribute value): the feature sets, one of which
+        # it needs ("PRO-INT", "PRO-FP+EXT-VARIABLE", "EXT-DOUBLEROUND").
+        self.needs: list[tuple[str, ...]] = []
         self.variables = {op.attrs.get("name"): op for _, op in module.ops()
                           if op.name == "tosa.variable"}
 
