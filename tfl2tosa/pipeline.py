@@ -32,6 +32,9 @@ DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
 # Ops that hold data rather than compute: TFLite's operator count (as TFLite and
 # Netron show it) and the TOSA op counts in summaries leave them out.
 CONSTANT_OPS = frozenset({"tfl.pseudo_const", "tfl.no_value", "tosa.const", "tosa.const_shape"})
+# Ops the importer makes for tensors rather than TFLite operators: constants, the
+# absent optional operand, the state tensors of recurrent ops.
+TENSOR_OPS = CONSTANT_OPS | {"tfl.variable"}
 
 
 @dataclass
@@ -55,7 +58,7 @@ class ConversionReport:
     @property
     def operators_in(self) -> int:
         """TFLite's operator count: the model's ops without its constants."""
-        return sum(n for name, n in self.ops_in.items() if name not in CONSTANT_OPS)
+        return sum(n for name, n in self.ops_in.items() if name not in TENSOR_OPS)
 
     @property
     def operators_out(self) -> int:
