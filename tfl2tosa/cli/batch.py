@@ -87,6 +87,10 @@ def batch_command(
     junit_path: Path = typer.Option(None, "--junit", help="JUnit XML (default DIR/report.xml)."),
     markdown_path: Path = typer.Option(None, "--markdown",
                                        help="Markdown summary (default DIR/report.md)."),
+    html_path: Path = typer.Option(None, "--html",
+                                   help="HTML page: status, error distribution, regressions "
+                                        "(default DIR/report.html when the [html] extra is "
+                                        "installed)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     from tfl2tosa.batch import BatchOptions, UsageError, parse_shard, run_batch
@@ -97,6 +101,10 @@ def batch_command(
     out = out if out is not None else out_alias
     if out is None:
         raise fail("give the output directory: -o/--output DIR", 2)
+    if html_path is not None:
+        from tfl2tosa.html import require_matplotlib
+
+        require_matplotlib()
     try:
         options = BatchOptions(
             inputs=list(inputs), out_dir=str(out), jobs=jobs, timeout=timeout or None,
@@ -107,7 +115,8 @@ def batch_command(
             baseline=str(baseline) if baseline else None, root=str(root) if root else None,
             json_path=str(json_path) if json_path else None,
             junit_path=str(junit_path) if junit_path else None,
-            markdown_path=str(markdown_path) if markdown_path else None)
+            markdown_path=str(markdown_path) if markdown_path else None,
+            html_path=str(html_path) if html_path else None)
         with ProgressDisplay(enabled=progress) as display:
             result = run_batch(options, listener=display)
     except UsageError as exc:
@@ -116,6 +125,8 @@ def batch_command(
     print_summary(console, result.report)
     for form, path in result.written.items():
         console.print(f"{form} report: {path}")
+    if "html" not in result.written:
+        console.print("no report.html: it needs matplotlib (pip install 'tfl2tosa[html]')")
     raise typer.Exit(result.exit_code)
 
 
