@@ -25,7 +25,8 @@ def _svg(figure) -> str:  # type: ignore[no-untyped-def]
     # Text stays text (smaller, searchable); a fixed salt makes the same data
     # give the same file.
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tfl2tosa"}):
-        figure.savefig(buffer, format="svg")
+        figure.savefig(buffer, format="svg",
+                       metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
     return text[text.index("<svg"):]  # inline: drop the XML prolog and doctype
 
