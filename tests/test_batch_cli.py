@@ -51,7 +51,7 @@ def test_a_passing_batch_writes_outputs_and_reports_and_exits_0(tmp_path, monkey
     assert result.exit_code == 0, result.output
     out = tmp_path / "out"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "report.json", "report.md", "report.xml", "zoo/a.report.json", "zoo/a.tosa",
+        "report.html", "report.json", "report.md", "report.xml", "zoo/a.report.json", "zoo/a.tosa",
         "zoo/b.report.json", "zoo/b.tosa"]
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["passed"] is True

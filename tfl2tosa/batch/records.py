@@ -116,6 +116,7 @@ def validation_summary(report: Any, seconds: float) -> dict[str, Any]:
         "verdict": "pass" if report.passed else "fail",
         "runs": report.runs,
         "resolver": report.resolver,
+        "backend": report.backend,
         "max_abs_error": _max_of(o["max_abs_error"] for o in outputs),
         "max_rel_error": _max_of(o["max_rel_error"] for o in outputs),
         "max_lsb": _max_of(o["max_lsb"] for o in outputs),

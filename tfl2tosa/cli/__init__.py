@@ -54,7 +54,7 @@ app = typer.Typer(
          "Examples:\n\n"
          "  tfl2tosa convert model.tflite -o model.tosa\n\n"
          "  tfl2tosa validate model.tflite --runs 10\n\n"
-         "  tfl2tosa batch models/ --out results/",
+         "  tfl2tosa batch models/ -o results/",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

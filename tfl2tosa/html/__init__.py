@@ -20,12 +20,12 @@ def require_matplotlib() -> None:
 
 
 def validation_page(report: object) -> str:
-    from tfl2tosa.html.validation_page import render
+    from tfl2tosa.html.validation_view import render
 
     return render(report)
 
 
 def batch_page(report: dict) -> str:
-    from tfl2tosa.html.batch_page import render
+    from tfl2tosa.html.batch_view import render
 
     return render(report)
