@@ -380,7 +380,6 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     """
     import reference_model
     from tfl2tosa.pipeline import convert
-
     from tfl2tosa.tflite_import.source import open_source
 
     if inputs is None and runs < 1:

@@ -11,8 +11,14 @@ import typer
 from tfl2tosa.cli import app
 from tfl2tosa.cli.terminal import human_size, progress_line, summary_line
 from tfl2tosa.errors import ConversionError, UsageError
-from tfl2tosa.pipeline import (DEFAULT_PROFILES, ConversionReport, check_writable, convert, emit,
-                               write_atomically)
+from tfl2tosa.pipeline import (
+    DEFAULT_PROFILES,
+    ConversionReport,
+    check_writable,
+    convert,
+    emit,
+    write_atomically,
+)
 
 EXAMPLES = """
 

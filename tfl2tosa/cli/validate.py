@@ -98,7 +98,8 @@ def validate_command(
 
 def to_markdown(report: ValidationReport) -> str:
     lines = [f"### {report.model}: {'PASS' if report.passed else 'FAIL'}",
-             f"TFLite on `{report.backend}`, resolver `{report.resolver}`, {report.runs} run(s)", "",
+             f"TFLite on `{report.backend}`, resolver `{report.resolver}`, "
+             f"{report.runs} run(s)", "",
              "| output | dtype | shape | exact | max abs err | max rel err | ulp/lsb | tolerance |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in report.outputs:
