@@ -179,8 +179,8 @@ RAW_CHOICE_NOTE = ("its inputs are quantized unlike its output; TFLite picks amo
 
 
 # TFLite runtimes validate can use, in order of preference: LiteRT (TFLite's
-# successor, a small wheel) and TensorFlow's bundled TFLite. Both run the same
-# kernels and offer the reference resolver.
+# successor, a small wheel) and TensorFlow's bundled TFLite. Both offer the
+# reference resolver; their kernels differ on a few edge cases (README, Install).
 BACKENDS = ("ai-edge-litert", "tensorflow")
 
 
@@ -200,8 +200,11 @@ def _runtime(backend: str | None) -> tuple[Any, Any, str]:
             return tf.lite.Interpreter, tf.lite.experimental.OpResolverType, name
         except ImportError:
             continue
-    wanted = backend or "tensorflow-cpu or ai-edge-litert"
-    raise Tfl2TosaError(f"validation needs {wanted}: pip install 'tfl2tosa[validate]'")
+    if backend == "tensorflow":
+        raise Tfl2TosaError("--backend tensorflow needs tensorflow-cpu: "
+                            "pip install 'tfl2tosa[tensorflow]'")
+    raise Tfl2TosaError(f"validation needs {backend or 'ai-edge-litert or tensorflow-cpu'}: "
+                        "pip install 'tfl2tosa[validate]'")
 
 
 def _interpreter(model: bytes, *, reference: bool = True,
