@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import legalize
+from legalize.calls import CALLEE_ATTRS
 from legalize.registry import FLOAT_COLUMNS, PATTERNS, QUANTIZED_COLUMNS
 
 legalize.load_all()  # the table covers every pattern
@@ -23,6 +24,9 @@ COLUMN_TITLES = {"f32": "f32", "f16": "f16", "i32": "i32", "bool": "bool",
                  "i8": "int8", "u8": "uint8", "i16": "int16x8"}
 # Ops that are bookkeeping rather than computation.
 HIDDEN = {"tfl.pseudo_const"}
+# Ops replaced by a copy of the graph they run before legalization, whatever
+# the types (legalize.calls): their cells say so.
+INLINED = frozenset(CALLEE_ATTRS)
 
 
 def tflite_builtin_ops() -> list[str]:
@@ -35,6 +39,8 @@ def tflite_builtin_ops() -> list[str]:
 
 
 def cell(op_name: str, column: str) -> str:
+    if op_name in INLINED:
+        return "inlined"
     entries = PATTERNS.get(op_name, [])
     serving = [e for e in entries if column in e.types]
     if column in QUANTIZED_COLUMNS:
@@ -60,6 +66,7 @@ def table() -> str:
                   and any(e.types for e in PATTERNS.get(op, ())))
     legend = ("`int`: integer path, bit exact with TFLite's reference kernels; `fallback`: "
               "dequantize -> float lowering -> quantize; `float`: lowered for that type; "
+              "`inlined`: replaced by the graph it runs, whose ops are lowered; "
               f"`—`: not supported (a named error). {covered} ops have a lowering.")
     return "\n".join([legend, "", *lines])
 

@@ -101,6 +101,113 @@ def gather_along(rw: Rewriter, params: Value, indices: Value, axis: int, batch_d
     return reshape_to(rw, y, p_shape[:axis] + i_shape[batch_dims:] + p_shape[axis + 1:])
 
 
+# ---------------------------------------------------------------------------
+# Windows at run-time positions (DYNAMIC_UPDATE_SLICE, SLICE, STRIDED_SLICE)
+
+
+class Window:
+    """A box of a tensor of `shape` whose start along some axes is known only at
+    run time. Per axis: `count` elements from `start` with `stride`; on the
+    axes in `runtime`, start is the run-time begin value, wrapped by the axis
+    size when negative if `wrap`, then clamped to [low, high]: the static
+    `start` is unused there and the stride is 1."""
+
+    def __init__(self, shape: list[int], start: list[int], stride: list[int],
+                 count: list[int], runtime: dict[int, tuple[int, int]], wrap: bool) -> None:
+        self.shape, self.start, self.stride, self.count = shape, start, stride, count
+        self.runtime, self.wrap = runtime, wrap
+
+    def split(self) -> int:
+        """How many leading axes index the rows: the trailing axes the window
+        spans whole (static start 0, stride 1) form each row's C elements."""
+        split = len(self.shape)
+        while split > 1 and split - 1 not in self.runtime and self.start[split - 1] == 0 \
+                and self.stride[split - 1] == 1 and self.count[split - 1] == self.shape[split - 1]:
+            split -= 1
+        return split
+
+    def rows(self) -> tuple[int, int, int]:
+        """(K, W, C): the tensor seen as [1, K, C], the window as W of its rows."""
+        split = self.split()
+        return (_prod(self.shape[:split]), _prod(self.count[:split]),
+                _prod(self.shape[split:]))
+
+
+def _window_index(rw: Rewriter, begin: Value, window: Window) -> Value | Failure:
+    """The window's row numbers [1, W] (i32): a constant offset per row, plus
+    sum_j clamp(begin_j) * row_stride_j over the run-time axes."""
+    _, w, _ = window.rows()
+    split = window.split()
+    row_strides = [_prod(window.shape[j + 1:split]) for j in range(split)]
+    grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in window.count[:split]],
+                        indexing="ij")
+    offsets = np.zeros(window.count[:split], dtype=np.int64)
+    for j, grid in enumerate(grids):
+        start = 0 if j in window.runtime else window.start[j]
+        step = 1 if j in window.runtime else window.stride[j]
+        offsets = offsets + (start + step * grid) * row_strides[j]
+    rank = len(window.shape)
+    if tensor_type(begin).num_elements != rank:
+        return Failure(f"{tensor_type(begin).num_elements} start indices for a rank-{rank} "
+                       "tensor")
+    name = storage_type(element(begin)).name
+    if name == "i16":
+        begin = build.cast(rw, begin, i32)
+    elif name != "i32":
+        return Failure(f"run-time {name} start indices (TOSA has no 64-bit integers)")
+    starts = reshape_to(rw, begin, [rank])
+
+    def constant(values: list[int]) -> Value:
+        return build.const(rw, np.array(values, dtype=np.int32))
+
+    vector_type = TensorType((rank,), i32)
+    if window.wrap:
+        sizes = constant([window.shape[j] if j in window.runtime else 0 for j in range(rank)])
+        negative = build.op(rw, "tosa.greater", [constant([0] * rank), starts],
+                            TensorType((rank,), i1))
+        wrapped = build.op(rw, "tosa.add", [starts, sizes], vector_type)
+        starts = build.op(rw, "tosa.select", [negative, wrapped, starts], vector_type)
+    low = [window.runtime.get(j, (0, 0))[0] for j in range(rank)]
+    high = [window.runtime.get(j, (0, 0))[1] for j in range(rank)]
+    starts = build.op(rw, "tosa.maximum", [starts, constant(low)], vector_type)
+    starts = build.op(rw, "tosa.minimum", [starts, constant(high)], vector_type)
+    weights = constant([row_strides[j] if j in window.runtime else 0 for j in range(rank)])
+    base = build.mul(rw, starts, weights)
+    base = build.op(rw, "tosa.reduce_sum", [base], TensorType((1,), i32), axis=0)
+    offsets = build.const(rw, offsets.astype(np.int32).reshape(1, w))
+    return build.op(rw, "tosa.add", [reshape_to(rw, base, [1, 1]), offsets],
+                    TensorType((1, w), i32))
+
+
+def gather_window(rw: Rewriter, x: Value, begin: Value, window: Window) -> Value | Failure:
+    """The window of `x` as a [count...] tensor: one TOSA GATHER of W rows."""
+    k, w, c = window.rows()
+    index = _window_index(rw, begin, window)
+    if isinstance(index, Failure):
+        return index
+    rows = _gather_3d(rw, reshape_to(rw, x, [1, k, c]), index)
+    return reshape_to(rw, rows, window.count)
+
+
+def scatter_window(rw: Rewriter, x: Value, update: Value, begin: Value, window: Window
+                   ) -> Value | Failure:
+    """`x` with the window replaced by `update`'s stored values: one TOSA
+    SCATTER of W rows (the rows are distinct, as SCATTER requires)."""
+    k, w, c = window.rows()
+    index = _window_index(rw, begin, window)
+    if isinstance(index, Failure):
+        return index
+    values, rows_in = reshape_to(rw, x, [1, k, c]), reshape_to(rw, update, [1, w, c])
+    is_bool = element(values) == i1
+    if is_bool:  # SCATTER has no bool mode: scatter 0/1 in i8
+        values, rows_in = build.cast(rw, values, i8), build.cast(rw, rows_in, i8)
+    out = build.op(rw, "tosa.scatter", [values, index, rows_in],
+                   TensorType((1, k, c), element(values)))
+    if is_bool:
+        out = build.cast(rw, out, i1)
+    return reshape_to(rw, out, window.shape)
+
+
 @pattern("tfl.gather", kind="any", types=GATHER_TYPES)
 def gather(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """GATHER along `axis` with `batch_dims`, through TOSA's 3-D GATHER."""

@@ -495,6 +495,9 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.squeeze': (
         ('legalize.shape', 'squeeze_expand_dims'),
     ),
+    'tfl.stablehlo_composite': (
+        ('legalize.calls', 'call'),
+    ),
     'tfl.stablehlo_rng_bit_generator': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),

@@ -1,7 +1,8 @@
 """Patterns for TFL slicing ops: SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK.
 
 Each is one or more TOSA SLICEs of the input (STRIDED_SLICE adds RESHAPEs for
-strides, REVERSE for negative strides); type-generic moves, see
+strides, REVERSE for negative strides), or a TOSA GATHER where SLICE or
+STRIDED_SLICE start at a run-time position; type-generic moves, see
 `legalize.shape` for the rules and helpers they share.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import tensor_type
+from legalize.gather import Window, gather_window
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -33,15 +35,31 @@ from tfl2tosa.ir.rewrite import Failure, Rewriter
 
 @pattern("tfl.slice", kind="any", types=MOVE_TYPES)
 def slice_(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """SLICE with the constant begin; a size of -1 means "to the end"."""
+    """SLICE with the constant begin; a size of -1 means "to the end". A
+    run-time begin (with a constant size) becomes a TOSA GATHER of the rows at
+    positions computed from it (`gather_window`), each begin clamped to
+    [0, dim - size]: TFLite refuses a begin outside that range at run time, so
+    the clamp only keeps the GATHER's indices in bounds."""
     failed = require_move(op)
     if failed is not None:
         return failed
     x = op.operands[0]
     shape = shape_of(x)
     begin, size = int_list(op.operands[1]), int_list(op.operands[2])
-    if begin is None or size is None:
-        return Failure(f"{op.name}: begin and size must be constants")
+    if size is None:
+        return Failure(f"{op.name}: the size must be a constant")
+    if begin is None:
+        if -1 in size:
+            return Failure(f"{op.name}: a size of -1 with a run-time begin gives a run-time "
+                           "shape")
+        if tuple(size) != shape_of(op.result) or any(n > d for n, d in zip(size, shape)):
+            return Failure(f"{op.name}: slice size {size} does not match the result or does "
+                           f"not fit in {list(shape)}")
+        window = Window(list(shape), [0] * len(shape), [1] * len(shape), size,
+                        {j: (0, d - n) for j, (d, n) in enumerate(zip(shape, size)) if d != n},
+                        wrap=False)
+        out = gather_window(rw, x, op.operands[1], window)
+        return out if isinstance(out, Failure) else [finish(rw, out, op.result)]
     size = [d - b if s == -1 else s for d, b, s in zip(shape, begin, size)]
     if tuple(size) != shape_of(op.result):
         return Failure(f"{op.name}: slice size {size} does not match the result")
@@ -136,12 +154,16 @@ def _strided_stop(stop: int, stride: int, size: int, masked: bool) -> int:
 def strided_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """SLICE the covered range; strides > 1 keep every n-th element through a
     RESHAPE [outer, n, stride, inner] and a SLICE; negative strides REVERSE the
-    axis afterwards; new and shrunk axes come from the final RESHAPE."""
+    axis afterwards; new and shrunk axes come from the final RESHAPE. A
+    run-time begin is lowered where only shrunk axes use it (`x[:, i]`): see
+    `_strided_slice_at_run_time`."""
     failed = require_move(op)
     if failed is not None:
         return failed
     x = op.operands[0]
     begin, end, strides = (int_list(v) for v in op.operands[1:4])
+    if begin is None and end is not None and strides is not None and 0 not in strides:
+        return _strided_slice_at_run_time(op, rw, end, strides)
     if begin is None or end is None or strides is None:
         return Failure(f"{op.name}: begin, end and strides must be constants")
     if 0 in strides:
@@ -167,6 +189,42 @@ def strided_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure(f"{op.name}: computed {expected} elements, the result has "
                        f"{tensor_type(op.result).num_elements}")
     return [finish(rw, x, op.result)]
+
+
+def _strided_slice_at_run_time(op: Op, rw: Rewriter, end: list[int], strides: list[int]
+                               ) -> list[Value] | Failure:
+    """STRIDED_SLICE whose begin is known only at run time, where every axis
+    either ignores it (begin_mask) or is shrunk to the one element at it: the
+    result's shape does not depend on it. The shrunk axes' begins are wrapped
+    when negative and clamped to [0, dim - 1] as TFLite's StartForAxis does
+    (kernels/internal/strided_slice_logic.h; it clamps to [0, dim], where dim
+    itself is past the end), then one TOSA GATHER (`gather_window`). With
+    `offset` (end a length from begin) TFLite's interpreter (2.20) crashes
+    running a run-time begin, so there is nothing to match: refused."""
+    attrs = op.attrs
+    begin_mask = int(attrs.get("begin_mask", 0))
+    shrink_mask = int(attrs.get("shrink_axis_mask", 0))
+    if int(attrs.get("ellipsis_mask", 0)) or int(attrs.get("new_axis_mask", 0)):
+        return Failure(f"{op.name}: a run-time begin with an ellipsis or new axis")
+    x = op.operands[0]
+    shape = list(shape_of(x))
+    runtime = [j for j in range(len(end)) if not begin_mask & (1 << j)]
+    unshrunk = [j for j in runtime if not shrink_mask & (1 << j)]
+    if unshrunk and attrs.get("offset", False):
+        return Failure(f"{op.name}: offset with a run-time begin")
+    if unshrunk:
+        return Failure(f"{op.name}: with a run-time begin, the size along axis {unshrunk[0]} "
+                       "is known only at run time")
+    if len(end) != len(shape) or tensor_type(op.operands[1]).num_elements != len(shape):
+        return Failure(f"{op.name}: a run-time begin must give every axis")
+    _, axes = _strided_axes(op, tuple(shape), [0] * len(end), end, strides)
+    start = [a[0] for a in axes]
+    stride = [a[1] for a in axes]
+    count = [1 if j in runtime else a[2] for j, a in enumerate(axes)]
+    window = Window(shape, start, stride, count, {j: (0, shape[j] - 1) for j in runtime},
+                    wrap=True)
+    out = gather_window(rw, x, op.operands[1], window)
+    return out if isinstance(out, Failure) else [finish(rw, out, op.result)]
 
 
 # ---------------------------------------------------------------------------

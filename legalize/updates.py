@@ -1,7 +1,8 @@
 """Patterns for TFL ops that write values into place: MATRIX_DIAG,
 MATRIX_SET_DIAG, DYNAMIC_UPDATE_SLICE. The values are moved into position by
 PAD / RESHAPE / SLICE and, where they replace part of a tensor, chosen by a
-SELECT on a constant mask; type-generic, see `legalize.shape`.
+SELECT on a constant mask, or SCATTERed where the position is known only at
+run time; type-generic, see `legalize.shape`.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import element, tensor_type
+from legalize.gather import Window, scatter_window
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
     SELECT_TYPES,
     finish,
+    fresh,
     identity,
     int_list,
     pad_value,
@@ -80,21 +83,30 @@ def matrix_set_diag(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 @pattern("tfl.dynamic_update_slice", kind="any", types=SELECT_TYPES)
 def dynamic_update_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """PAD the update to the operand's shape at the constant offsets (clamped so
-    the update fits, as TFLite's ClampStartIndices), then SELECT it where a
-    constant mask marks the updated region. Stored values are copied as TFLite
-    does, whatever the update's quantization."""
+    """The start indices clamped so the update fits, each to [0, dim - update
+    dim] (TFLite's ClampStartIndices, kernels/dynamic_update_slice.cc). With
+    constant indices: PAD the update into place and SELECT it where a constant
+    mask marks the region; with run-time ones: a TOSA SCATTER of the update's
+    rows at positions computed from the clamped indices (`scatter_window`).
+    Stored values are copied as TFLite does, whatever the update's
+    quantization."""
     x, update, indices = op.operands
     failed = require_move(op, [x, update], raw=True)
     if failed is not None:
         return failed
-    start = int_list(indices)
-    if start is None:
-        return Failure(f"{op.name}: the start indices must be a constant")
     shape, size = shape_of(x), shape_of(update)
-    start = [min(max(0, s), d - u) for s, d, u in zip(start, shape, size)]
+    if len(size) != len(shape) or any(u > d for u, d in zip(size, shape)):
+        return Failure(f"{op.name}: the update {list(size)} does not fit in {list(shape)}")
     if tuple(size) == shape:
         return [identity(rw, update)]
+    start = int_list(indices)
+    if start is None:
+        window = Window(list(shape), [0] * len(shape), [1] * len(shape), list(size),
+                        {j: (0, d - u) for j, (d, u) in enumerate(zip(shape, size))
+                         if d != u}, wrap=False)
+        out = scatter_window(rw, x, update, indices, window)
+        return out if isinstance(out, Failure) else [fresh(rw, out)]
+    start = [min(max(0, s), d - u) for s, d, u in zip(start, shape, size)]
     padding = []
     for s, d, u in zip(start, shape, size):
         padding += [s, d - s - u]

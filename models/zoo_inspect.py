@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import tflite
 
+from tfl2tosa.tflite_import.source import operator_code
+
 OPERATOR_NAMES = {code: name for name, code in vars(tflite.BuiltinOperator).items()
                   if not name.startswith("_")}
 TENSOR_TYPE_NAMES = {code: name.lower() for name, code in vars(tflite.TensorType).items()
@@ -17,8 +19,7 @@ TENSOR_TYPE_NAMES = {code: name.lower() for name, code in vars(tflite.TensorType
 
 def operator_name(model: tflite.Model, opcode_index: int) -> str:
     code = model.OperatorCodes(opcode_index)
-    # Schema rule: the real code is the larger of the deprecated byte and the int32 field.
-    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    builtin = operator_code(code)
     if builtin == tflite.BuiltinOperator.CUSTOM:
         return f"CUSTOM:{code.CustomCode().decode()}"
     return OPERATOR_NAMES[builtin]

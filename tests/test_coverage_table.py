@@ -29,3 +29,9 @@ def test_cells_follow_pattern_declarations():
         assert coverage.cell(op, "i8") == "fallback"
     assert coverage.cell("tfl.no_such_op", "f32") == "—"
     assert coverage.cell("tfl.no_such_op", "i8") == "—"
+
+
+def test_inlined_ops_say_so_in_every_column():
+    for column in ("f32", "i8", "i16"):
+        assert coverage.cell("tfl.stablehlo_composite", column) == "inlined"
+        assert coverage.cell("tfl.call", column) == "inlined"

@@ -332,10 +332,190 @@ def test_pad_int8_pads_with_the_zero_point(builder, tmp_path: Path) -> None:
     assert report.outputs[0].exact
 
 
-def test_strided_slice_run_time_begin_is_refused(builder, tmp_path: Path) -> None:
+# ---------------------------------------------------------------------------
+# Run-time positions: the start indices are a graph input, fed many values
+# (negative and out of range where TFLite defines the result: DYNAMIC_UPDATE_SLICE
+# clamps them; SLICE and STRIDED_SLICE fail outside the tensor).
+
+
+def run_positions(builder, case: Case, path: Path, position: int,
+                  starts: list[list[int]]) -> None:
+    """check_model on `case` (graph input `position` holds the start indices)
+    with one run per start vector, other inputs seeded."""
+    write_case(builder, case, path)
+    graph_inputs = [t for t in case.inputs if t is not None and t.data is None]
+    rng = np.random.default_rng(len(starts))
+    feeds = []
+    for start in starts:
+        run = []
+        for i, t in enumerate(graph_inputs):
+            dtype = NUMPY_OF[t.dtype]
+            if i == position:
+                run.append(np.asarray(start, dtype=dtype))
+            elif dtype == np.bool_:
+                run.append(rng.random(t.shape) < 0.5)
+            elif np.issubdtype(dtype, np.integer):
+                info = np.iinfo(dtype)
+                run.append(rng.integers(info.min, info.max, t.shape, endpoint=True, dtype=dtype))
+            else:
+                run.append(rng.normal(size=t.shape).astype(dtype))
+        feeds.append(run)
+    conversion, report = check_model(path, allowed_paths=case.paths + ("float", "integer"),
+                                     inputs=feeds)
+    assert all(o.exact for o in report.outputs)
+    took = {o["path"] for o in conversion.outcomes if o["op_name"] != "tfl.pseudo_const"}
+    assert took == set(case.paths), f"took {took}, expected {set(case.paths)}"
+
+
+def grid(*axes: list[int]) -> list[list[int]]:
+    return [list(p) for p in np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T]
+
+
+OUT_OF_RANGE = [-2**31, -9, -1, 0, 1, 2, 3, 4, 7, 2**31 - 1]
+DYNAMIC_UPDATES = {
+    # x [4, 5, 3], update [2, 3, 3]: the last axis is whole, rows of 3 values.
+    "f32_rows": (Case("DYNAMIC_UPDATE_SLICE", [F((4, 5, 3)), F((2, 3, 3)), F((3,), "INT32")],
+                      [F((4, 5, 3))]),
+                 grid(OUT_OF_RANGE[1:-1], [-3, 0, 2, 5, 2**31 - 1], [0, -4, 2])),
+    # Every axis at a run-time position: rows of one value.
+    "i32_every_axis": (Case("DYNAMIC_UPDATE_SLICE", [F((3, 4), "INT32"), F((2, 2), "INT32"),
+                                                      F((2,), "INT32")], [F((3, 4), "INT32")]),
+                       grid(OUT_OF_RANGE, [-1, 0, 1, 2, 3, 9])),
+    # TFLite copies the update's stored values whatever its quantization.
+    "int8_other_quantization": (Case(
+        "DYNAMIC_UPDATE_SLICE", [q8((2, 6, 4), 0.05, -7), q8((1, 2, 4), 0.02, 40),
+                                 F((3,), "INT32")], [q8((2, 6, 4), 0.05, -7)], paths=INTEGER),
+        grid([-1, 0, 1, 5], [-3, 0, 1, 4, 5, 6, 100], [0, 3])),
+    "bool": (Case("DYNAMIC_UPDATE_SLICE", [F((3, 3), "BOOL"), F((1, 2), "BOOL"),
+                                           F((2,), "INT32")], [F((3, 3), "BOOL")]),
+             grid([-1, 0, 1, 2, 3], [-1, 0, 1, 2])),
+    # A KV cache [batch, positions, heads, depth] written at one run-time position.
+    "kv_cache_position": (Case("DYNAMIC_UPDATE_SLICE",
+                               [F((1, 8, 2, 4)), F((1, 1, 2, 4)), F((4,), "INT32")],
+                               [F((1, 8, 2, 4))]),
+                          [[0, p, 0, 0] for p in range(-2, 11)] + [[3, 2, 1, -1]]),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_UPDATES))
+def test_dynamic_update_slice_at_run_time_positions(name: str, builder, tmp_path: Path) -> None:
+    case, starts = DYNAMIC_UPDATES[name]
+    run_positions(builder, case, tmp_path / f"dus_{name}.tflite", 2, starts)
+
+
+def test_dynamic_update_slice_run_time_position_is_a_scatter(builder, tmp_path: Path) -> None:
+    case, _ = DYNAMIC_UPDATES["kv_cache_position"]
+    module, _ = convert(write_case(builder, case, tmp_path / "kv.tflite"))
+    ops = [op.name for _, op in module.ops()]
+    assert "tosa.scatter" in ops and "tosa.select" not in ops
+
+
+def test_dynamic_update_slice_run_time_int64_start_is_refused(builder, tmp_path: Path) -> None:
+    case = Case("DYNAMIC_UPDATE_SLICE", [F((4, 5)), F((2, 3)), F((2,), "INT64")], [F((4, 5))])
+    with pytest.raises(ConversionError, match="run-time i64 start indices"):
+        convert(write_case(builder, case, tmp_path / "dus_i64.tflite"))
+
+
+def test_dynamic_update_slice_run_time_start_of_the_wrong_length_is_refused(builder,
+                                                                           tmp_path: Path
+                                                                           ) -> None:
+    case = Case("DYNAMIC_UPDATE_SLICE", [F((4, 5)), F((2, 3)), F((1,), "INT32")], [F((4, 5))])
+    with pytest.raises(ConversionError, match="1 start indices for a rank-2 tensor"):
+        convert(write_case(builder, case, tmp_path / "dus_short.tflite"))
+
+
+def test_dynamic_update_slice_larger_than_the_operand_is_refused(builder, tmp_path: Path
+                                                                  ) -> None:
+    case = Case("DYNAMIC_UPDATE_SLICE", [F((4, 5)), F((2, 6)), F((2,), "INT32")], [F((4, 5))])
+    with pytest.raises(ConversionError, match=r"the update \[2, 6\] does not fit in \[4, 5\]"):
+        convert(write_case(builder, case, tmp_path / "dus_large.tflite"))
+
+
+def _runtime_strided(shape, end, strides, out_shape, dtype="FLOAT32", **masks) -> Case:
+    case = _strided(shape, [0] * len(end), end, strides, out_shape, dtype, **masks)
+    case.inputs[1] = F((len(end),), "INT32")
+    return case
+
+
+DYNAMIC_SLICES = {
+    "slice_rows": (Case("SLICE", [F((5, 4, 3)), F((3,), "INT32"), i32([2, 3, 3])],
+                        [F((2, 3, 3))]), grid([0, 1, 2, 3], [0, 1], [0])),
+    "slice_int8_every_axis": (Case("SLICE", [q8((4, 6)), F((2,), "INT32"), i32([3, 2])],
+                                   [q8((3, 2))], paths=INTEGER), grid([0, 1], [0, 2, 3, 4])),
+    # x[:, i] and x[i, :, ::2]: only shrunk axes read the run-time begin (negative
+    # ones count from the end); begin-masked axes ignore it, whatever it holds.
+    "strided_shrink_middle": (_runtime_strided((4, 5, 3), [0, 0, 0], [1, 1, 1], (4, 3),
+                                               beginMask=5, endMask=5, shrinkAxisMask=2),
+                              grid([0, 99], [-5, -2, -1, 0, 1, 4], [-7])),
+    "strided_shrink_first_strided_rest_int32": (
+        _runtime_strided((3, 4, 6), [0, 0, 6], [1, 1, 2], (4, 3), "INT32",
+                         beginMask=6, endMask=2, shrinkAxisMask=1),
+        grid([-3, -1, 0, 2], [5], [1])),
+    "strided_shrink_reversed_rest": (
+        _runtime_strided((4, 5), [0, 0], [1, -1], (5,), beginMask=2, endMask=2,
+                         shrinkAxisMask=1), grid([-4, 0, 3], [0])),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC_SLICES))
+def test_slice_at_run_time_positions(name: str, builder, tmp_path: Path) -> None:
+    case, starts = DYNAMIC_SLICES[name]
+    run_positions(builder, case, tmp_path / f"{name}.tflite", 1, starts)
+
+
+@pytest.mark.parametrize("name", ["kv_cache_position", "bool", "int8_other_quantization",
+                                  "slice_int8_every_axis", "strided_shrink_middle"])
+def test_run_time_positions_pass_tosa_opt(name: str, builder, tmp_path: Path) -> None:
+    import subprocess
+    import sysconfig
+
+    from tfl2tosa.pipeline import emit
+
+    case, _ = {**DYNAMIC_UPDATES, **DYNAMIC_SLICES}[name]
+    module, _ = convert(write_case(builder, case, tmp_path / f"{name}.tflite"))
+    mlir = tmp_path / f"{name}.mlir"
+    mlir.write_bytes(emit(module, "mlir"))
+    tosa_opt = Path(sysconfig.get_paths()["scripts"]) / "tosa-opt"
+    result = subprocess.run(
+        [str(tosa_opt), str(mlir), "--tosa-attach-target=profiles=pro_int,pro_fp",
+         "--tosa-validate=strict-op-spec-alignment", "-o", "/dev/null"],
+        check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_strided_slice_run_time_begin_with_offset_is_refused(builder, tmp_path: Path) -> None:
+    case = _runtime_strided((5, 6), [2, 3], [1, 1], (2, 3), offset=True)
+    with pytest.raises(ConversionError, match="offset with a run-time begin"):
+        convert(write_case(builder, case, tmp_path / "strided_slice_offset.tflite"))
+
+
+def test_strided_slice_run_time_begin_with_a_run_time_size_is_refused(builder, tmp_path: Path
+                                                                       ) -> None:
     case = Case("STRIDED_SLICE", [F((4,)), F((1,), "INT32"), i32([4]), i32([1])], [F((2,))],
                 ("StridedSliceOptions", {}))
     path = write_case(builder, case, tmp_path / "strided_slice_dynamic.tflite")
-    with pytest.raises(ConversionError, match="begin, end and strides must be constants"):
+    with pytest.raises(ConversionError, match="size along axis 0 is known only at run time"):
         convert(path)
 
+
+
+KV_CACHE_MODEL = Path(__file__).resolve().parents[1] / "models/toolchains/litert_torch"
+
+
+@pytest.mark.parametrize("name", ["kv_cache_decode_float32", "kv_cache_decode_hlfb_float32"])
+def test_litert_torch_kv_cache_decoder_at_each_position(name: str) -> None:
+    # LiteRT Torch's KV-cache decoder writes both caches with DYNAMIC_UPDATE_SLICE
+    # at [0, input_pos, 0, 0] and reads its RoPE and mask rows with GATHER_ND at
+    # input_pos; the caches hold 16 positions.
+    path = KV_CACHE_MODEL / f"{name}.tflite"
+    if not path.exists():
+        pytest.skip(f"{path.name} comes with the toolchain zoo (issue 14 point 1)")
+    rng = np.random.default_rng(9)
+    feeds = [[np.array([[rng.integers(0, 64)]], np.int32), np.array([position], np.int32),
+              rng.uniform(-1, 1, (1, 16, 2, 8)).astype(np.float32),
+              rng.uniform(-1, 1, (1, 16, 2, 8)).astype(np.float32)]
+             for position in (0, 1, 6, 14, 15)]
+    module, _ = convert(path)
+    assert sum(op.name == "tosa.scatter" for _, op in module.ops()) == 2
+    _, report = check_model(path, allowed_paths=("float",), inputs=feeds)
+    assert report.passed

@@ -265,6 +265,51 @@ def test_extended_builtin_code_and_deprecated_only_code(builder):
     assert main.ops[0].result.type == t.TensorType((), t.i32)
 
 
+def test_builtin_code_below_127_without_deprecated_code(builder, tmp_path):
+    # AI Edge Quantizer stores QUANTIZE (114) and DEQUANTIZE (6) in builtin_code
+    # alone; the deprecated byte is absent (0, ADD). TFLite takes the larger
+    # raw field; the tflite package's BuiltinCode() would return 0 here.
+    from e2e import check_model
+    from tflite_ref import write_model
+
+    x = builder.tensor([1, 8], "FLOAT32", "x")
+    q = builder.tensor([1, 8], "INT8", "q", scale=[0.02], zero_point=[-3])
+    y = builder.tensor([1, 8], "FLOAT32", "y")
+    builder.op("QUANTIZE", [x], [q], opcode_index=builder.opcode(114, deprecated_code=0))
+    builder.op("DEQUANTIZE", [q], [y], opcode_index=builder.opcode(6, deprecated_code=0))
+    builder.io([x], [y])
+    raw = builder.to_bytes()
+    stored = builder.s.Model.GetRootAs(raw, 0)
+    assert [(stored.OperatorCodes(i).DeprecatedBuiltinCode(),
+             stored.OperatorCodes(i).BuiltinCode()) for i in range(2)] == [(0, 114), (0, 6)]
+    import tflite
+    assert [tflite.Model.GetRootAs(raw, 0).OperatorCodes(i).BuiltinCode()
+            for i in range(2)] == [0, 0]  # the accessor this test guards against
+    main = load(raw).main
+    assert [op.name for op in compute_ops(main)] == ["tfl.quantize", "tfl.dequantize"]
+    check_model(write_model(builder, tmp_path / "quantize_codes.tflite"))
+
+
+def test_ai_edge_quantizer_file_stores_quantize_in_builtin_code_alone():
+    # A file of the toolchain zoo written by AI Edge Quantizer: its QUANTIZE
+    # operator code has builtin_code 114 and no deprecated byte.
+    import tflite
+
+    from tfl2tosa.tflite_import.source import operator_code
+
+    path = (Path(__file__).resolve().parents[1]
+            / "models/toolchains/ai_edge_quantizer/bert_static_a8w8.tflite")
+    if not path.exists():
+        pytest.skip(f"{path.name} comes with the toolchain zoo (issue 14 point 1)")
+    model = tflite.Model.GetRootAs(path.read_bytes(), 0)
+    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
+    assert [(c.DeprecatedBuiltinCode(), c.BuiltinCode(), operator_code(c)) for c in codes
+            if operator_code(c) == 114] == [(0, 0, 114)]
+    main = load(path).main
+    assert any(op.name == "tfl.quantize" for op in main.ops)
+    assert all(len(op.operands) == 2 for op in main.ops if op.name == "tfl.add")
+
+
 def test_every_schema_builtin_gets_its_lowercase_name(builder):
     import tflite
 

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import tflite
 
+from tfl2tosa.tflite_import.source import operator_code
+
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 MANIFEST = json.loads((MODELS_DIR / "manifest.json").read_text())
 ENTRIES = MANIFEST["models"]
@@ -37,8 +39,7 @@ def used_builtin_ops(data: bytes) -> set[str]:
         graph = model.Subgraphs(s)
         for i in range(graph.OperatorsLength()):
             code = model.OperatorCodes(graph.Operators(i).OpcodeIndex())
-            # Per the schema, the opcode is the larger of the two code fields.
-            names.add(OPERATOR_NAMES[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())])
+            names.add(OPERATOR_NAMES[operator_code(code)])
     return names
 
 

@@ -45,6 +45,9 @@ class ConversionReport:
     ops_in: dict[str, int] = field(default_factory=dict)
     ops_out: dict[str, int] = field(default_factory=dict)
     outcomes: list[dict[str, str]] = field(default_factory=list)
+    # One entry per STABLEHLO_COMPOSITE: name, loc, version, attributes,
+    # decomposition graph and how it was lowered (legalize.calls).
+    composites: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -120,7 +123,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     report = ConversionReport(model=name)
     module = _timed(report, "import", load, source, on_stage=on_stage)
     report.ops_in = op_counts(module)
-    _timed(report, "inline_calls", inline_calls, module, on_stage=on_stage)
+    report.composites = _timed(report, "inline_calls", inline_calls, module,
+                               on_stage=on_stage).composites
     _timed(report, "resource_variables", lower_resource_variables, module, on_stage=on_stage)
 
     result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,

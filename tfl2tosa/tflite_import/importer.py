@@ -14,7 +14,7 @@ from tfl2tosa.ir.types import NoneType, Type
 from tfl2tosa.tflite_import.schema import (CUSTOM_CODE, SUBGRAPH_ATTR_NAMES, builtin_options,
                                            op_name_for_code)
 from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, int_vector,
-                                           reading, text)
+                                           operator_code, reading, text)
 from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, constant_array, empty_array,
                                             read_tensor)
 
@@ -113,9 +113,7 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
         what = f"operator code {i}"
         with reading(what):
             entry = model.OperatorCodes(i)
-            # Codes >= 127 live only in builtin_code; old files only set the
-            # deprecated byte. TFLite takes the larger of the two.
-            code = max(entry.BuiltinCode(), entry.DeprecatedBuiltinCode())
+            code = operator_code(entry)
             custom_code = text(entry.CustomCode(), f"{what} custom code")
         if code < 0:
             raise ModelError(f"corrupt model: {what} has negative builtin code {code}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
+from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
 
@@ -165,3 +166,17 @@ def vector_span(table: Any, slot: int) -> tuple[int, int]:
     if offset == 0:
         return 0, 0
     return tab.Vector(offset), tab.VectorLen(offset)
+
+
+def operator_code(entry: Any) -> int:
+    """The builtin operator code of an OperatorCode table: the larger of its raw
+    builtin_code and deprecated_builtin_code fields, as TFLite reads it
+    (schema_utils.cc GetBuiltinCode). Codes >= 127 live only in builtin_code;
+    old files set only the deprecated byte; AI Edge Quantizer sets only
+    builtin_code, also below 127. The `tflite` package's BuiltinCode() returns
+    the deprecated byte whenever the stored code is below 127, which reads
+    such a QUANTIZE (114) as ADD (0), so the field is read here directly."""
+    tab = entry._tab
+    offset = tab.Offset(10)  # vtable slot of builtin_code, the table's field 3
+    stored = tab.Get(Int32Flags, tab.Pos + offset) if offset else 0
+    return max(stored, entry.DeprecatedBuiltinCode())
