@@ -139,8 +139,10 @@ def test_sharded_runs_merge_into_the_whole(tmp_path, monkeypatch):
                     "--no-progress").exit_code for k in (1, 2)]
     assert codes == [0, 1]
     result = invoke("report", "merge", "s1/report.json", "s2/report.json", "-o", "all.json",
-                    "--junit", "all.xml", "--markdown", "all.md")
+                    "--junit", "all.xml", "--markdown", "all.md", "--html", "all.html")
     assert result.exit_code == 1
+    page = (tmp_path / "all.html").read_text()
+    assert page.count("<svg") >= 2 and "zoo/b.tflite" in page and "zoo/d.tflite" in page
     merged = json.loads((tmp_path / "all.json").read_text())
     assert [r["id"] for r in merged["models"]] == [f"zoo/{m}.tflite" for m in "abcd"]
     root = ET.parse(tmp_path / "all.xml").getroot()

@@ -141,6 +141,8 @@ def merge_command(
     output: Path = typer.Option(None, "-o", "--output", help="Merged JSON report."),
     junit_path: Path = typer.Option(None, "--junit", help="Also write JUnit XML here."),
     markdown_path: Path = typer.Option(None, "--markdown", help="Also write Markdown here."),
+    html_path: Path = typer.Option(None, "--html",
+                                   help="Also write the HTML page here (the [html] extra)."),
     baseline: Path = typer.Option(None, "--baseline",
                                   help="Compare the merged whole with this report."),
 ) -> None:
@@ -148,15 +150,20 @@ def merge_command(
     from tfl2tosa.batch.console import print_summary, summary_console
     from tfl2tosa.batch.report import exit_code
 
-    if output is None and junit_path is None and markdown_path is None:
-        raise fail("nothing to write: give -o, --junit or --markdown", 2)
+    if output is None and junit_path is None and markdown_path is None and html_path is None:
+        raise fail("nothing to write: give -o, --junit, --markdown or --html", 2)
+    if html_path is not None:
+        from tfl2tosa.html import require_matplotlib
+
+        require_matplotlib()
     try:
         previous = load_report(baseline) if baseline is not None else None
         merged = merge_reports([str(p) for p in reports], baseline=previous,
                                baseline_source=str(baseline) if baseline else "")
     except ReportError as exc:
         raise fail(str(exc), 2) from None
-    write_reports(merged, json_path=output, junit_path=junit_path, markdown_path=markdown_path)
+    write_reports(merged, json_path=output, junit_path=junit_path, markdown_path=markdown_path,
+                  html_path=html_path)
     console = summary_console()
     print_summary(console, merged)
     raise typer.Exit(exit_code(merged))
