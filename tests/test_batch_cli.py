@@ -199,5 +199,5 @@ def test_the_example_ci_workflow_uses_only_options_the_commands_have():
     commands = [group.commands["batch"], group.commands["report"].commands["merge"]]
     known = {opt for command in commands for param in command.params
              for opt in (*param.opts, *param.secondary_opts)}
-    assert {"--out", "--shard", "--junit", "--markdown", "--baseline"} <= used
+    assert {"--shard", "--junit", "--markdown", "--html", "--baseline"} <= used
     assert used - known == set()
