@@ -1,5 +1,6 @@
 """The op-coverage table (op x type: integer / fallback / float / not supported),
-generated from the pattern registry so the README cannot drift from the code.
+and below it the custom ops lowered (by custom code), generated from the
+pattern registry so the README cannot drift from the code.
 
     python -m legalize.coverage            # print the table
     python -m legalize.coverage --update   # rewrite it in README.md
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import legalize
 from legalize.calls import CALLEE_ATTRS
-from legalize.registry import FLOAT_COLUMNS, PATTERNS, QUANTIZED_COLUMNS
+from legalize.registry import FLOAT_COLUMNS, PATTERNS, QUANTIZED_COLUMNS, custom_op
 
 legalize.load_all()  # the table covers every pattern
 
@@ -27,6 +28,10 @@ HIDDEN = {"tfl.pseudo_const"}
 # Ops replaced by a copy of the graph they run before legalization, whatever
 # the types (legalize.calls): their cells say so.
 INLINED = frozenset(CALLEE_ATTRS)
+CUSTOM_PREFIX = custom_op("")
+# Where each module's custom ops come from (whose kernel defines them).
+CUSTOM_ORIGINS = {"legalize.detection": "TFLite (its builtin op resolver runs it)",
+                  "legalize.mediapipe": "MediaPipe (`mediapipe/util/tflite/operations`)"}
 
 
 def tflite_builtin_ops() -> list[str]:
@@ -56,7 +61,7 @@ def table() -> str:
     columns = FLOAT_COLUMNS + QUANTIZED_COLUMNS
     lines = ["| TFLite op | " + " | ".join(COLUMN_TITLES[c] for c in columns) + " |",
              "| --- |" + " --- |" * len(columns)]
-    ops = sorted(set(tflite_builtin_ops()) | set(PATTERNS))
+    ops = sorted(set(tflite_builtin_ops()) | {k for k in PATTERNS if not is_custom(k)})
     for op_name in ops:
         if op_name in HIDDEN:
             continue
@@ -68,7 +73,34 @@ def table() -> str:
               "dequantize -> float lowering -> quantize; `float`: lowered for that type; "
               "`inlined`: replaced by the graph it runs, whose ops are lowered; "
               f"`—`: not supported (a named error). {covered} ops have a lowering.")
-    return "\n".join([legend, "", *lines])
+    return "\n".join([legend, "", *lines, "", *custom_table()])
+
+
+def is_custom(key: str) -> bool:
+    return key.startswith(CUSTOM_PREFIX)
+
+
+def custom_cell(key: str, column: str) -> str:
+    if not any(column in e.types for e in PATTERNS.get(key, ())):
+        return "—"
+    return "float" if column in FLOAT_COLUMNS else "dequantized"
+
+
+def custom_table() -> list[str]:
+    """The custom ops lowered: code, origin, and the input types served."""
+    columns = FLOAT_COLUMNS + QUANTIZED_COLUMNS
+    lines = ["Custom ops (TFLite's `CUSTOM` operator, found by custom code; any other custom "
+             "op is a named error). `dequantized`: quantized inputs dequantized as the op's "
+             "own kernel does, then lowered in float.",
+             "",
+             "| custom op | defined by | " + " | ".join(COLUMN_TITLES[c] for c in columns)
+             + " |",
+             "| --- | --- |" + " --- |" * len(columns)]
+    for key in sorted(k for k in PATTERNS if is_custom(k)):
+        origin = CUSTOM_ORIGINS.get(PATTERNS[key][0].fn.__module__, "")
+        cells = [custom_cell(key, c) for c in columns]
+        lines.append(f"| `{key[len(CUSTOM_PREFIX):]}` | {origin} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def update_readme(path: Path) -> bool:

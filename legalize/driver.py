@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legalize.fallback import lower_through_float
-from legalize.registry import patterns_for
+from legalize.registry import op_key, patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
 from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized
@@ -102,7 +102,7 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
     quantized = is_quantized_op(op)
     types = element_signature(op)
     reasons: list[str] = []
-    for entry in patterns_for(op.name, disabled):
+    for entry in patterns_for(op_key(op), disabled):
         mark = len(new_ops)
         values = entry.fn(op, Rewriter(graph, new_ops, op, disabled))
         if values is None or isinstance(values, Failure):

@@ -39,7 +39,7 @@ def _float_type(value: Value) -> object:
     return value.type
 
 
-def _dequantized(rw: Rewriter, value: Value) -> Value:
+def dequantized(rw: Rewriter, value: Value) -> Value:
     """`value` in its expressed float type: a folded constant, else a dcast."""
     array = constant_value(value)
     float_type = _float_type(value)
@@ -61,12 +61,12 @@ def _dequantized(rw: Rewriter, value: Value) -> Value:
 def lower_through_float(op: Op, rw: Rewriter,
                         disabled: frozenset[str]) -> tuple[list[Value], str] | Failure:
     """Lower a quantized `op` in float; returns (replacement values, pattern label)."""
-    from legalize.registry import patterns_for
+    from legalize.registry import op_key, patterns_for
 
-    candidates = patterns_for(op.name, disabled, kinds=("float", "any"))
+    candidates = patterns_for(op_key(op), disabled, kinds=("float", "any"))
     if not candidates:
         return Failure("no float lowering either")
-    operands = [_dequantized(rw, v) if _is_quantized(v) else v for v in op.operands]
+    operands = [dequantized(rw, v) if _is_quantized(v) else v for v in op.operands]
     # A float stand-in for the op: same attributes and names, float types.
     stand_in = Op(op.name, operands, [_float_type(r) for r in op.results], op.attrs,
                   result_names=[r.name for r in op.results], loc=op.loc)

@@ -39,7 +39,7 @@ from legalize.common import (
 )
 from legalize.conv import float_weights, require_float_activations
 from legalize.elementwise import Elementwise, first_failure
-from legalize.registry import pattern
+from legalize.registry import known_custom_ops, pattern
 from legalize.shape import (
     MOVE_TYPES,
     take_every,
@@ -573,9 +573,12 @@ def bitcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 @pattern("tfl.custom", kind="any", types=())
 def custom(op: Op, rw: Rewriter) -> Failure:
-    """Refused: a custom op's semantics live in the application's kernel."""
+    """Refused: a custom op no pattern knows (the registry sends the known
+    ones to their own patterns); its semantics live in the application's
+    kernel. The reason lists the custom ops that do have a lowering."""
     code = op.attrs.get("custom_code") or "(unnamed)"
-    return Failure(f"custom op {code} has no TOSA lowering")
+    return Failure(f"custom op {code} has no TOSA lowering (custom ops with one: "
+                   f"{', '.join(known_custom_ops())})")
 
 
 REASONS: dict[str, str] = {

@@ -107,6 +107,27 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.custom': (
         ('legalize.misc', 'custom'),
     ),
+    'tfl.custom:Convolution2DTransposeBias': (
+        ('legalize.mediapipe', 'convolution_2d_transpose_bias'),
+    ),
+    'tfl.custom:Landmarks2TransformMatrix': (
+        ('legalize.mediapipe', 'landmarks_to_transform_matrix'),
+    ),
+    'tfl.custom:MaxPoolingWithArgmax2D': (
+        ('legalize.mediapipe', 'max_pooling_with_argmax_2d'),
+    ),
+    'tfl.custom:MaxUnpooling2D': (
+        ('legalize.mediapipe', 'max_unpooling_2d'),
+    ),
+    'tfl.custom:TFLite_Detection_PostProcess': (
+        ('legalize.detection', 'detection_postprocess'),
+    ),
+    'tfl.custom:TransformLandmarks': (
+        ('legalize.mediapipe', 'transform_landmarks'),
+    ),
+    'tfl.custom:TransformTensorBilinear': (
+        ('legalize.mediapipe', 'transform_tensor_bilinear'),
+    ),
     'tfl.delegate': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),

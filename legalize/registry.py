@@ -10,6 +10,11 @@ element-type columns of the coverage table the pattern serves (the README's
 table is generated from these declarations). Patterns are tried in the
 order a full import registers them; the first that returns values wins.
 
+Custom ops (TFLite's CUSTOM operator, told apart by its custom code) are
+registered under `custom_op("Code")`, i.e. `tfl.custom:Code`, beside the
+builtin names; `op_key` sends a custom op to its code's patterns, and an
+unknown code to `tfl.custom`'s, which refuses it by name.
+
 Family modules are imported on demand: `patterns_for` imports the modules
 the generated index (`legalize/pattern_index.py`, see `legalize/index.py`)
 names for an op, so converting a model loads only what its ops need.
@@ -22,6 +27,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tfl2tosa.ir.core import Op
 from tfl2tosa.ir.rewrite import Pattern
 
 
@@ -93,6 +99,29 @@ def _registered(op_name: str) -> list[Registered]:
     ordered += [e for e in PATTERNS.get(op_name, ()) if e not in ordered]
     _ORDERED[op_name] = ordered
     return ordered
+
+
+CUSTOM = "tfl.custom"
+
+
+def custom_op(custom_code: str) -> str:
+    """The registry key of the custom op `custom_code`."""
+    return f"{CUSTOM}:{custom_code}"
+
+
+def op_key(op: Op) -> str:
+    """The registry key `op`'s patterns are found under: its name, or for a
+    custom op with patterns of its own, `custom_op(its custom code)`."""
+    if op.name != CUSTOM:
+        return op.name
+    key = custom_op(str(op.attrs.get("custom_code", "")))
+    return key if key in _index() or key in PATTERNS else CUSTOM
+
+
+def known_custom_ops() -> list[str]:
+    """The custom codes that have patterns, without importing the patterns."""
+    prefix = custom_op("")
+    return sorted(key[len(prefix):] for key in {*_index(), *PATTERNS} if key.startswith(prefix))
 
 
 def patterns_for(op_name: str, disabled: frozenset[str] = frozenset(),

@@ -31,6 +31,15 @@ def test_cells_follow_pattern_declarations():
     assert coverage.cell("tfl.no_such_op", "i8") == "—"
 
 
+def test_custom_section_lists_every_custom_op():
+    rows = coverage.table()
+    customs = [k for k in PATTERNS if coverage.is_custom(k)]
+    assert "`TFLite_Detection_PostProcess`" in rows
+    for key in customs:
+        assert f"| `{key.split(':', 1)[1]}` |" in rows
+        assert f"| `{key.upper()}` |" not in rows  # not among the builtins
+
+
 def test_inlined_ops_say_so_in_every_column():
     for column in ("f32", "i8", "i16"):
         assert coverage.cell("tfl.stablehlo_composite", column) == "inlined"

@@ -26,7 +26,8 @@ Conventions (legalization patterns rely on these):
   `then_branch` / `else_branch` and CALL_ONCE's `session_init_function` (MLIR's
   names); CALL's `subgraph` gains `callee`. LSTM-style `intermediates` become
   attr `intermediates` (list of TensorType).
-- `tfl.custom`: attrs `custom_code` (str), `custom_options` (bytes).
+- `tfl.custom`: attrs `custom_code` (str), `custom_version` (int, the operator
+  code's version), `custom_options` (bytes).
 - `tfl.unknown` (a builtin code newer than the `tflite` package, or the
   schema's placeholder 127): attrs `builtin_code` (int), `op_name`
   (`"BUILTIN_209"`, or the schema name where known).

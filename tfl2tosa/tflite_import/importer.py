@@ -28,13 +28,15 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class OpCode:
     """One entry of the model's operator_codes table, resolved."""
 
-    __slots__ = ("code", "custom_code", "op_name", "schema_name")
+    __slots__ = ("code", "custom_code", "op_name", "schema_name", "version")
 
-    def __init__(self, op_name: str, schema_name: str, code: int, custom_code: str) -> None:
+    def __init__(self, op_name: str, schema_name: str, code: int, custom_code: str,
+                 version: int = 1) -> None:
         self.op_name = op_name          # IR name: tfl.conv_2d, tfl.custom, tfl.unknown
         self.schema_name = schema_name  # CONV_2D, CUSTOM, BUILTIN_215
         self.code = code
         self.custom_code = custom_code
+        self.version = version          # a custom op's version tells its variants apart
 
 
 class OperatorRecord:
@@ -115,10 +117,11 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
             entry = model.OperatorCodes(i)
             code = operator_code(entry)
             custom_code = text(entry.CustomCode(), f"{what} custom code")
+            version = entry.Version()
         if code < 0:
             raise ModelError(f"corrupt model: {what} has negative builtin code {code}")
         if code == CUSTOM_CODE:
-            opcodes.append(OpCode("tfl.custom", "CUSTOM", code, custom_code))
+            opcodes.append(OpCode("tfl.custom", "CUSTOM", code, custom_code, version))
         else:
             op_name, schema_name = op_name_for_code(code)
             opcodes.append(OpCode(op_name, schema_name, code, custom_code))
@@ -328,6 +331,7 @@ class _SubgraphImporter:
             attrs["op_name"] = opcode.schema_name
         if opcode.op_name == "tfl.custom":
             attrs["custom_code"] = opcode.custom_code
+            attrs["custom_version"] = opcode.version
             attrs["custom_options"] = self._custom_options(record.table, what)
         attrs.update(builtin_options(record.table, what))
         self._add_graph_references(attrs, what)
