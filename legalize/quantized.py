@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tfl2tosa import kernels
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.ir.core import Value
 from tfl2tosa.ir.rewrite import Rewriter
@@ -175,6 +176,11 @@ def quantize_multiplier_16(scale: float) -> tuple[int, int]:
 
 SINGLE_ROUND = "SINGLE_ROUND"
 DOUBLE_ROUND = "DOUBLE_ROUND"
+# TFLite's optimized int8 GEMM (cpu_backend_gemm -> ruy's kernels) scales with a
+# rounding doubling high multiply, then a rounding right shift, both rounding
+# ties toward +inf (NEON's SQRDMULH and SRSHL): not a TOSA rounding mode, two
+# RESCALEs (_gemm_rescale).
+GEMM_ROUND = "GEMM_ROUND"
 
 # Which rounding TFLite's builtin reference kernels (TF 2.20, the validation
 # target) use when they scale an accumulator, per TFL op. Each entry is pinned
@@ -200,12 +206,27 @@ ROUNDING_POLICY: dict[str, str] = {
 }
 
 
-def rounding_mode(op_name: str) -> str:
-    """The RESCALE rounding mode for the accumulator scaling of `op_name`.
+# (op, activation bits) -> rounding of TFLite's optimized kernel where it is not the
+# reference kernel's: the int8 convolutions and matrix products (cpu_backend_gemm,
+# ruy, and the optimized depthwise kernel) round as GEMM_ROUND says
+# (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py).
+OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
+    ("tfl.fully_connected", 8): GEMM_ROUND,
+    ("tfl.batch_matmul", 8): GEMM_ROUND,
+    ("tfl.conv_2d", 8): GEMM_ROUND,
+    ("tfl.depthwise_conv_2d", 8): GEMM_ROUND,
+}
+
+
+def rounding_mode(op_name: str, bits: int = 8) -> str:
+    """The RESCALE rounding mode for the accumulator scaling of `op_name` with
+    `bits`-bit activations, for the kernels chosen by `tfl2tosa.kernels`.
 
     Ops without an entry use DOUBLE_ROUND, TFLite's default-build
     MultiplyByQuantizedMultiplier.
     """
+    if kernels.current() == "optimized" and (op_name, bits) in OPTIMIZED_ROUNDING:
+        return OPTIMIZED_ROUNDING[(op_name, bits)]
     return ROUNDING_POLICY.get(op_name, DOUBLE_ROUND)
 
 
@@ -242,8 +263,30 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float], out: Element
     scales = [float(s) for s in np.atleast_1d(np.asarray(scale, dtype=np.float64))]
     scale32 = storage_type(t.element).bits != 48
     pairs = [quantize_multiplier(s) if scale32 else quantize_multiplier_16(s) for s in scales]
+    if rounding == GEMM_ROUND and scale32:
+        return _gemm_rescale(rw, x, pairs, out, input_zp, output_zp)
     return rescale_by_multiplier(rw, x, [m for m, _ in pairs], [s for _, s in pairs], out,
                                  input_zp=input_zp, output_zp=output_zp, rounding=rounding)
+
+
+def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out: ElementType,
+                  input_zp: int | None, output_zp: int | None) -> Value:
+    """GEMM_ROUND as two RESCALEs: `hi = (x * m + 2^30) >> 31`, then
+    `(hi + 2^(s - 32)) >> (s - 31)` to `out` (a unit multiplier 2^30 at shift
+    s - 1), with the output zero point and saturation. A shift of 31 or less
+    is one rounding, SINGLE_ROUND's."""
+    if all(shift <= 31 for _, shift in pairs):
+        return rescale_by_multiplier(rw, x, [m for m, _ in pairs], [s for _, s in pairs], out,
+                                     input_zp=input_zp, output_zp=output_zp,
+                                     rounding=SINGLE_ROUND)
+    high = rescale_by_multiplier(rw, x, [m for m, _ in pairs],
+                                 [min(shift, 31) for _, shift in pairs], i32,
+                                 input_zp=input_zp, output_zp=0, rounding=SINGLE_ROUND)
+    # The second step: (hi * 2^30 + 2^(s - 2)) >> (s - 1), or the identity
+    # (hi * 2^29 + 2^28) >> 29 for a channel whose shift the first step completed.
+    second = [(1 << 30, shift - 1) if shift > 31 else (1 << 29, 29) for _, shift in pairs]
+    return rescale_by_multiplier(rw, high, [m for m, _ in second], [s for _, s in second], out,
+                                 input_zp=0, output_zp=output_zp, rounding=SINGLE_ROUND)
 
 
 def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],

@@ -467,8 +467,8 @@ def test_zoo_quantize_dequantize_exact(relative: str) -> None:
 
 def test_qcast_follows_the_reference_quantize(tmp_path: Path) -> None:
     """TFLite's two QUANTIZE kernels disagree on near-ties: the reference kernel
-    rounds the float32 quotient x / scale (1 / 0.02352941f = 42.5f -> 43), the
-    optimized one divides in double (42.4999992 -> 42). The qcast every
+    rounds the float32 quotient x / scale half away (1 / 0.02352941f = 42.5f -> 43),
+    the optimized one rounds x * fl(1 / scale) half to even (-> 42). The qcast every
     fallback result goes through follows the reference kernel, which is why
     `validate` allows 1 LSB when a model runs on the optimized kernels."""
     scale = float(np.float32(6.0 / 255))

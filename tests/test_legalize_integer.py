@@ -115,13 +115,14 @@ def _write(b: TfliteBuilder, tmp_path, name: str = "model.tflite"):
 
 def conv_model(tmp_path, *, input_shape, filters, kernel, stride=(1, 1), dilation=(1, 1),
                padding="SAME", activation="NONE", zp_in=-3, zp_out=5, per_channel=True,
-               bits=8, seed=0):
+               bits=8, seed=0, filter_channels=None):
+    """`filter_channels` below the input's makes a grouped convolution."""
     rng = _rng(seed)
     b = TfliteBuilder()
     act_type, bias_type, x_rms, _ = _KINDS[bits]
     if bits == 16:
         zp_in = zp_out = 0
-    channels = input_shape[-1]
+    channels = filter_channels or input_shape[-1]
     s_in = 0.03 if bits == 8 else 2.0 ** -12
     weights = rng.integers(-127, 128, (filters, *kernel, channels)).astype(np.int8)
     s_w = rng.uniform(0.002, 0.01, filters).astype(np.float32) if per_channel else \
@@ -157,6 +158,16 @@ def _out_size(size: int, kernel: int, stride: int, dilation: int, padding: str) 
 
 
 CONV_CASES = [
+    # Groups of one input channel (keras-hub's MobileNetV3 writes its depthwise
+    # convolutions so): the depthwise lowering, multiplier filters / channels.
+    pytest.param({"input_shape": (1, 7, 7, 6), "filters": 6, "kernel": (3, 3),
+                  "filter_channels": 1}, id="conv2d_groups_of_one_channel"),
+    pytest.param({"input_shape": (2, 9, 8, 4), "filters": 12, "kernel": (3, 2),
+                  "stride": (2, 1), "padding": "VALID", "filter_channels": 1,
+                  "activation": "RELU6"}, id="conv2d_groups_of_one_multiplier3_valid"),
+    pytest.param({"input_shape": (1, 6, 6, 5), "filters": 10, "kernel": (3, 3),
+                  "stride": (2, 2), "filter_channels": 1, "bits": 16},
+                 id="conv2d_16x8_groups_of_one_multiplier2"),
     pytest.param({"input_shape": (1, 9, 9, 3), "filters": 4, "kernel": (3, 3),
                   "stride": (2, 2)}, id="conv2d_same_stride2_odd"),
     pytest.param({"input_shape": (2, 8, 10, 4), "filters": 5, "kernel": (3, 2),
@@ -282,6 +293,36 @@ FULLY_CONNECTED_CASES = [
 @pytest.mark.parametrize("params", FULLY_CONNECTED_CASES)
 def test_fully_connected(tmp_path, params) -> None:
     check_integer(fully_connected_model(tmp_path, **params))
+
+
+def test_fully_connected_16x8_accumulator_beyond_int32(tmp_path) -> None:
+    """Weight scales near 1e-5 with an int16 input scale near 3e-5 make the int64
+    bias `bias / (s_in * s_w)` reach 6e9. TFLite multiplies that accumulator by its
+    32-bit multiplier in 64-bit arithmetic; RESCALE from i48 has only 16-bit
+    multipliers (which round otherwise) and the exact narrowing to i32 no longer
+    fits (it failed apply_scale_16's REQUIRE). The pattern refuses it by name and
+    the fallback computes it, within one LSB of TFLite on 2000 rows."""
+    rng = _rng(0)
+    units, depth, rows = 6, 32, 2000
+    s_in, s_out = 3.0e-5, 3.0e-3
+    s_w = rng.uniform(0.8e-5, 1.2e-5, units).astype(np.float32)
+    bias_scales = [float(np.float32(s_in) * s) for s in s_w]
+    bias_q = np.round(rng.uniform(-2, 2, units) / np.array(bias_scales)).astype(np.int64)
+    assert np.abs(bias_q).max() > 2 ** 32
+    b = TfliteBuilder()
+    x = b.tensor([rows, depth], "INT16", "x", scale=[s_in], zero_point=[0])
+    w = b.tensor([units, depth], "INT8", "w", scale=[float(s) for s in s_w],
+                 zero_point=[0] * units, axis=0,
+                 data=rng.integers(-127, 128, (units, depth)).astype(np.int8))
+    bias = b.tensor([units], "INT64", "b", data=bias_q, scale=bias_scales,
+                    zero_point=[0] * units)
+    y = b.tensor([rows, units], "INT16", "y", scale=[s_out], zero_point=[0])
+    b.op("FULLY_CONNECTED", [x, w, bias], [y], options=b.options("FullyConnectedOptions"))
+    b.io([x], [y])
+    conversion, report = check_model(_write(b, tmp_path), runs=2)
+    (outcome,) = conversion.outcomes
+    assert outcome["path"] == "fallback" and "beyond int32" in outcome["reason"]
+    assert all(o.max_lsb <= 1 for o in report.outputs)
 
 
 def test_fully_connected_run_time_weights(tmp_path) -> None:
@@ -613,3 +654,52 @@ def test_rounding_policy_kernel_recipe(op_name: str) -> None:
     policy = ROUNDING_POLICY[op_name] == DOUBLE_ROUND
     assert np.array_equal(recipe(policy), expected)
     assert not np.array_equal(recipe(not policy), expected)
+
+
+@pytest.mark.parametrize("kind", ["conv_2d", "conv_2d_1x1", "depthwise_conv_2d"])
+def test_int8_convolution_for_the_optimized_kernels(tmp_path, kind: str) -> None:
+    """TFLite's optimized int8 CONV_2D (im2col + cpu_backend_gemm) and
+    DEPTHWISE_CONV_2D scale like its optimized FULLY_CONNECTED (GEMM_ROUND: ties up,
+    twice), not like the reference kernels: convert(kernels="optimized") is exact
+    against BUILTIN_WITHOUT_DEFAULT_DELEGATES (and Arm's model), and the two
+    kernels differ on these inputs."""
+    import warnings
+
+    import reference_model
+    import tensorflow as tf
+
+    from e2e import check_against_arm
+    from tfl2tosa.pipeline import convert
+    from tfl2tosa.validation import as_graph_input
+
+    if kind == "depthwise_conv_2d":
+        path = depthwise_model(tmp_path, input_shape=(1, 16, 16, 8), multiplier=2, kernel=(3, 3))
+    else:
+        channels, kernel = (32, (1, 1)) if kind == "conv_2d_1x1" else (8, (3, 3))
+        path = conv_model(tmp_path, input_shape=(1, 16, 16, channels), filters=16,
+                          kernel=kernel)
+    channels = 32 if kind == "conv_2d_1x1" else 8
+    feeds = [[np.random.default_rng(seed).integers(-128, 128, (1, 16, 16, channels))
+              .astype(np.int8)] for seed in range(4)]
+    module, conversion = convert(path, kernels="optimized")
+    differ = 0
+    for run in feeds:
+        outputs = {}
+        for resolver in ("BUILTIN_REF", "BUILTIN_WITHOUT_DEFAULT_DELEGATES"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                interpreter = tf.lite.Interpreter(
+                    model_path=str(path), experimental_op_resolver_type=getattr(
+                        tf.lite.experimental.OpResolverType, resolver))
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], run[0])
+            interpreter.invoke()
+            outputs[resolver] = interpreter.get_tensor(
+                interpreter.get_output_details()[0]["index"])
+        optimized = outputs["BUILTIN_WITHOUT_DEFAULT_DELEGATES"]
+        (ours,) = reference_model.run(
+            module, [as_graph_input(run[0], module.main.inputs[0])]).values()
+        assert np.array_equal(np.asarray(ours).reshape(optimized.shape), optimized)
+        differ += int((outputs["BUILTIN_REF"] != optimized).sum())
+    assert differ
+    check_against_arm(module, conversion, feeds[:1])

@@ -15,13 +15,13 @@ major, CIFG, peephole weights, a projection (with and without bias, clipped;
 TF 2.20 stores the hidden state with zero point -hidden_zp on that path), the
 one-step LSTM op, gate scales above one (MultiplyByQuantizedMultiplier's left
 shift), no cell clip, every cell scale TFLite accepts (2^-15 .. 2^-9, i.e. tanh
-of Q0 .. Q6), zero points on every int8 tensor, a hidden-state quantization
-other than the output's (TFLite copies the stored hidden values into the
-output), exact halves for each rounding step, and a sweep whose gate
-pre-activations cover most of the int16 range (every activation lookup is
-checked against TFLite at those points); a long run adds random
-configurations. TFLite's kernels overwrite their variable state, so each check
-compares a first invocation (runs=1).
+of Q0 .. Q6, and the smaller ones, where TFLite skips the tanh), zero points on
+every int8 tensor, a hidden-state quantization other than the output's (TFLite
+copies the stored hidden values into the output), exact halves for each
+rounding step, and a sweep whose gate pre-activations cover most of the int16
+range (every activation lookup is checked against TFLite at those points); a
+long run adds random configurations. TFLite's kernels overwrite their variable
+state, so each check compares a first invocation (runs=1).
 """
 
 from __future__ import annotations
@@ -163,6 +163,24 @@ def test_zoo_int8_lstm_is_exact(relative: str, seed: int) -> None:
     assert lstm_paths == {"integer"}
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "numerics"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_converter_text_classifier_is_exact(seed: int) -> None:
+    """Embedding -> LSTM(16) -> Dense from TFLiteConverter (fixtures/numerics/generate.py):
+    calibration on small embeddings gives the cell state a scale below 2^-15, where
+    TFLite's output skips tanh(c) (IntegerLstm.cell_tanh). Token ids drawn in the
+    vocabulary."""
+    path = FIXTURES / "lstm_text_classifier_int8.tflite"
+    tokens = np.random.default_rng(seed).integers(0, 1000, (4, 1, 16)).astype(np.int32)
+    conversion, _ = check_model(path, allowed_paths=("integer", "float"),
+                                inputs=[[t] for t in tokens])
+    (lstm,) = [o for o in conversion.outcomes
+               if o["op_name"] == "tfl.unidirectional_sequence_lstm"]
+    assert lstm["path"] == "integer" and "1.9073486328125e-06" in lstm["types"]
+
+
 def test_zoo_int8_bidirectional_lstm_is_exact() -> None:
     """The converter's int8 bidirectional LSTM: two UNIDIRECTIONAL_SEQUENCE_LSTMs, the
     backward one between REVERSE_V2s whose output is quantized like the forward
@@ -184,6 +202,16 @@ CASES = {
     "int8_lstm_tight_cell_clip": Int8Lstm(cell_clip=0.05, cell_exponent=-13),
     "int8_lstm_cell_q0_15": Int8Lstm(cell_exponent=-15, cell_clip=0.9),
     "int8_lstm_cell_q6_9": Int8Lstm(cell_exponent=-9, cell_clip=0.0, bias_max=30000),
+    # Below 2^-15 PortableApplyTanh writes nothing and the output reads the input
+    # gate in tanh(c)'s place; below 2^-16 CwiseMul's int16 cast wraps i * g, which
+    # the output then sees only through the peephole weights.
+    "int8_lstm_cell_2_minus_16": Int8Lstm(cell_exponent=-16, steps=6),
+    "int8_lstm_cell_2_minus_19": Int8Lstm(cell_exponent=-19, cell_clip=0.0, steps=8,
+                                          batch=2, bias_max=30000),
+    "int8_lstm_cell_2_minus_22_peephole_wraps": Int8Lstm(
+        cell_exponent=-22, cell_clip=0.0, peephole=True, steps=5),
+    "int8_lstm_cell_2_minus_20_projection": Int8Lstm(cell_exponent=-20, n_output=3,
+                                                     hidden_q=(0.006, 9), cell_clip=0.0),
     "int8_lstm_zero_points_extreme": Int8Lstm(input_q=(0.05, -128), state_q=(0.01, 127),
                                                hidden_q=(0.004, 100)),
     "int8_lstm_hidden_not_output_quantization": Int8Lstm(hidden_q=(0.006, 7),
@@ -261,6 +289,8 @@ def test_exact_halves_round_as_tflite(builder, tmp_path: Path) -> None:
     ("relu_cell_activation", Int8Lstm(activation=RELU), "RELU activation"),
     ("gate_scale_beyond_rescale_range",
      Int8Lstm(weight_scale=1.0, input_q=(100.0, 0)), "RESCALE's input range"),
+    ("cifg_cell_below_2_minus_15", Int8Lstm(cifg=True, cell_exponent=-16),
+     "unwritten scratch buffer"),
 ])
 def test_unsupported_variants_take_the_fallback(name: str, config: Int8Lstm, reason: str,
                                                builder, tmp_path: Path) -> None:
@@ -299,18 +329,20 @@ def test_fixed_point_activations_at_exact_points() -> None:
 
 def random_config(rng: np.random.Generator) -> Int8Lstm:
     """Any combination the lowering covers: sizes, layout, CIFG, peephole, projection,
-    clips, every cell scale, and scales and zero points drawn across their ranges."""
+    clips, cell scales 2^-22 .. 2^-9 (2^-15 .. 2^-9 with CIFG), and scales and zero
+    points drawn across their ranges."""
     n_cell = int(rng.integers(1, 9))
     n_output = int(rng.integers(1, 9)) if rng.integers(2) else None
+    cifg = bool(rng.integers(2))
     return Int8Lstm(
         batch=int(rng.integers(1, 4)), steps=int(rng.integers(1, 6)),
         n_input=int(rng.integers(1, 6)), n_cell=n_cell, n_output=n_output,
         projection_bias=bool(rng.integers(2)), proj_clip=float(rng.choice([0.0, 0.1, 0.5])),
-        cifg=bool(rng.integers(2)),
+        cifg=cifg,
         peephole=bool(rng.integers(2)) and n_output in (None, n_cell),
         time_major=bool(rng.integers(2)),
         cell_clip=float(rng.choice([0.0, 0.3, 1.0, 10.0])),
-        cell_exponent=int(rng.integers(-15, -8)),
+        cell_exponent=int(rng.integers(-15 if cifg else -22, -8)),
         input_q=(float(rng.uniform(0.002, 0.1)), int(rng.integers(-128, 128))),
         weight_scale=float(rng.uniform(0.001, 0.05)), weight_max=int(rng.integers(1, 128)),
         bias_max=int(rng.choice([0, 100, 5000, 100000])),

@@ -7,7 +7,9 @@ broadcast batch dims, adj_x / adj_y, constant right operands, long
 accumulations (where single and double rounding of the output scaling
 disagree), per-tensor and per-channel transposed-convolution weights, strides
 and kernels whose outputs overlap, output sizes that drop input rows, int16x8
-with int64 bias, fused activations.
+with int64 bias, fused activations. And int8 BATCH_MATMUL / FULLY_CONNECTED
+against TFLite's optimized builtin kernels, which round otherwise
+(convert(kernels="optimized")).
 """
 
 from __future__ import annotations
@@ -291,3 +293,124 @@ def test_transpose_conv_rounding(tmp_path, monkeypatch) -> None:
     path = transpose_conv_model(tmp_path, input_shape=(2, 12, 12, 16), filters=16,
                                 kernel=(3, 3), stride=(2, 2), padding="SAME", zp_in=-4)
     check_double_rounding(path, "tfl.transpose_conv", monkeypatch)
+
+
+# ---------------------------------------------------------------------------
+# TFLite's optimized kernels (convert(kernels="optimized"))
+
+
+def _optimized_outputs(data: bytes, feeds: list[np.ndarray]) -> list[np.ndarray]:
+    import warnings
+
+    import tensorflow as tf
+
+    warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
+    interpreter = tf.lite.Interpreter(
+        model_content=data, experimental_op_resolver_type=(
+            tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    interpreter.allocate_tensors()
+    for detail, array in zip(interpreter.get_input_details(), feeds):
+        interpreter.set_tensor(detail["index"], array)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def _int8_matmul_model(tmp_path, op_name: str, q_x, q_y, q_out, x_shape, y_shape) -> bytes:
+    b = TfliteBuilder()
+    x = b.tensor(list(x_shape), "INT8", "x", scale=[q_x[0]], zero_point=[q_x[1]])
+    rows = x_shape[-2] if op_name == "BATCH_MATMUL" else x_shape[0]
+    if op_name == "BATCH_MATMUL":
+        y = b.tensor(list(y_shape), "INT8", "y", scale=[q_y[0]], zero_point=[q_y[1]])
+        out_shape = [*x_shape[:-2], rows, y_shape[-1]]
+        options = b.options("BatchMatMulOptions", adjX=False, adjY=False)
+        inputs = [x, y]
+    else:  # FULLY_CONNECTED, [units, depth] constant weights, int32 bias
+        rng = np.random.default_rng(5)
+        y = b.tensor(list(y_shape), "INT8", "w", scale=[q_y[0]], zero_point=[0],
+                     data=rng.integers(-127, 128, y_shape).astype(np.int8))
+        bias = b.tensor([y_shape[0]], "INT32", "b", scale=[q_x[0] * q_y[0]], zero_point=[0],
+                        data=rng.integers(-3000, 3000, y_shape[0]).astype(np.int32))
+        out_shape = [rows, y_shape[0]]
+        options = b.options("FullyConnectedOptions")
+        inputs = [x, y, bias]
+    out = b.tensor(out_shape, "INT8", "out", scale=[q_out[0]], zero_point=[q_out[1]])
+    b.op(op_name, inputs, [out], options=options)
+    b.io(inputs[:2] if op_name == "BATCH_MATMUL" else [x], [out])
+    return write_model(b, tmp_path / f"{op_name.lower()}.tflite").read_bytes()
+
+
+OPTIMIZED_CASES = [
+    # The attention scores of keras-hub's Llama int8, where the two kernels disagree.
+    pytest.param("BATCH_MATMUL", (0.00296667474322021, -5), (0.003418907057493925, -3),
+                 (0.001469990354962647, -6), (1, 8, 64, 16), (1, 8, 16, 64),
+                 id="batch_matmul_llama_scores"),
+    # Scale 1/8 exactly: -717 / 8 = -89.625 gives -89 there (the high multiply rounds
+    # -358.5 up, then -89.5 rounds up), -90 in the reference kernel.
+    pytest.param("BATCH_MATMUL", (0.25, 0), (0.5, 0), (1.0, 0), (1, 4, 64, 16),
+                 (1, 4, 16, 64), id="batch_matmul_eighths"),
+    pytest.param("FULLY_CONNECTED", (0.02, 3), (0.004, 0), (0.3, -2), (512, 48), (24, 48),
+                 id="fully_connected"),
+]
+
+
+@pytest.mark.parametrize("op_name, q_x, q_y, q_out, x_shape, y_shape", OPTIMIZED_CASES)
+def test_int8_gemm_matches_the_optimized_kernels(tmp_path, op_name, q_x, q_y, q_out,
+                                                 x_shape, y_shape) -> None:
+    """TFLite's builtin int8 FULLY_CONNECTED / BATCH_MATMUL (cpu_backend_gemm, ruy)
+    scale with a rounding doubling high multiply then a rounding right shift, both
+    rounding ties up, where the reference kernels round ties away from zero (twice
+    for BATCH_MATMUL, once for FULLY_CONNECTED): convert(kernels="optimized") is
+    exact against the builtin kernels (and Arm's model), the default against the
+    reference ones, and the two kernels differ on these inputs."""
+    from tfl2tosa.pipeline import convert
+
+    data = _int8_matmul_model(tmp_path, op_name, q_x, q_y, q_out, x_shape, y_shape)
+    path = tmp_path / f"{op_name.lower()}.tflite"
+    rng = np.random.default_rng(11)
+    feeds = [rng.integers(-128, 128, x_shape).astype(np.int8)]
+    if op_name == "BATCH_MATMUL":
+        feeds.append(rng.integers(-128, 128, y_shape).astype(np.int8))
+    optimized = _optimized_outputs(data, feeds)[0]
+    reference = reference_outputs(data, feeds)[0]
+    assert not np.array_equal(optimized, reference)
+    for kernels, judge in (("optimized", optimized), ("reference", reference)):
+        module, conversion = convert(path, kernels=kernels)
+        assert conversion.kernels == kernels and {o["path"] for o in conversion.outcomes} \
+            == {"integer"}
+        report = validate(path, module=module, conversion=conversion, inputs=[feeds],
+                          lsb_tolerance=0)
+        ours = report.outputs[0]
+        if kernels == "optimized":
+            assert report.resolver == "BUILTIN_REF" and not ours.exact  # judged by REF
+            import reference_model
+            from tfl2tosa.validation import as_graph_input
+
+            run = [as_graph_input(a, v) for a, v in zip(feeds, module.main.inputs)]
+            (mine,) = reference_model.run(module, run).values()
+            assert np.array_equal(np.asarray(mine).reshape(judge.shape), judge)
+        else:
+            assert ours.exact
+        check_against_arm(module, conversion, [feeds])
+
+
+def test_validate_lowers_for_the_kernels_that_judge(tmp_path) -> None:
+    """A model the reference resolver cannot load (int8 TILE v3 feeding a BATCH_MATMUL,
+    as in keras-hub's Llama with grouped-query attention) is judged on the builtin
+    kernels, and validate converts it for those kernels: exact, not 1 LSB."""
+    b = TfliteBuilder()
+    q = {"scale": [0.25], "zero_point": [0]}
+    x = b.tensor([1, 2, 32, 16], "INT8", "x", **q)
+    y = b.tensor([1, 1, 16, 32], "INT8", "y", scale=[0.5], zero_point=[0])
+    multiples = b.tensor([4], "INT32", "multiples", data=np.array([1, 2, 1, 1], np.int32))
+    tiled = b.tensor([1, 2, 16, 32], "INT8", "tiled", scale=[0.5], zero_point=[0])
+    out = b.tensor([1, 2, 32, 32], "INT8", "out", scale=[1.0], zero_point=[0])
+    tile = b.opcode("TILE")
+    b.model.operatorCodes[tile].version = 3  # int8 TILE: version 3, not in BUILTIN_REF
+    b.op("TILE", [y, multiples], [tiled], opcode_index=tile)
+    b.op("BATCH_MATMUL", [x, tiled], [out],
+         options=b.options("BatchMatMulOptions", adjX=False, adjY=False))
+    b.io([x, y], [out])
+    path = write_model(b, tmp_path / "tile_matmul.tflite")
+    report = validate(path, runs=3)
+    assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+    assert all(o.exact for o in report.outputs), report.outputs

@@ -6,7 +6,8 @@ the converter does not emit: windows of 2 and 4 elements (exact halves in
 every other output, where TFLite rounds away from zero), a non-zero zero
 point (where taking the zero point out before averaging would move those
 ties), SAME windows cut by the border (counts 1..9), stride above the
-kernel, VALID remainders, fused activations, and the int16 range.
+kernel, VALID remainders, fused activations, the int16 range, and outputs
+quantized otherwise than the input (which TFLite's kernels ignore).
 """
 
 from __future__ import annotations
@@ -115,15 +116,41 @@ def test_average_of_negative_ties(tmp_path) -> None:
     check_pool(path, inputs=[[row]])
 
 
-@pytest.mark.parametrize("op_name", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
-def test_different_parameters_take_the_fallback(tmp_path, op_name: str) -> None:
-    """TFLite's kernels ignore the quantization and pooling.cc only DCHECKs
-    that it agrees; the integer pattern refuses such a model."""
-    path = pool_model(tmp_path, op_name, shape=(1, 4, 4, 2), kernel=(2, 2), stride=(2, 2),
-                      out_params=(0.1, 3))
-    from tfl2tosa.pipeline import convert
+DIFFERENT_QUANTIZATION_CASES = [
+    pytest.param("AVERAGE_POOL_2D", {"shape": (1, 6, 6, 3), "kernel": (2, 2), "stride": (2, 2),
+                                     "out_params": (0.1, 3)}, id="avg_i8_coarser_output"),
+    pytest.param("AVERAGE_POOL_2D", {"shape": (1, 7, 9, 2), "kernel": (3, 3), "stride": (2, 2),
+                                     "padding": "SAME", "zero_point": -20,
+                                     "out_params": (0.01, 40), "activation": "RELU6"},
+                 id="avg_i8_finer_output_relu6"),
+    pytest.param("MAX_POOL_2D", {"shape": (1, 6, 6, 3), "kernel": (2, 2), "stride": (2, 2),
+                                 "out_params": (0.02, -10)}, id="max_i8_finer_output"),
+    pytest.param("MAX_POOL_2D", {"shape": (1, 8, 8, 2), "kernel": (3, 3), "stride": (1, 1),
+                                 "padding": "SAME", "zero_point": 7, "out_params": (0.2, -100),
+                                 "activation": "RELU"}, id="max_i8_coarser_output_relu"),
+    pytest.param("AVERAGE_POOL_2D", {"shape": (1, 5, 6, 2), "kernel": (1, 2), "stride": (1, 1),
+                                     "type_name": "INT16", "scale": 1e-4,
+                                     "out_params": (3e-4, 0)}, id="avg_i16_coarser_output"),
+    pytest.param("MAX_POOL_2D", {"shape": (1, 6, 7, 3), "kernel": (3, 3), "stride": (1, 2),
+                                 "padding": "SAME", "type_name": "INT16", "scale": 2.0 ** -12,
+                                 "out_params": (2.0 ** -14, 0), "activation": "RELU_N1_TO_1"},
+                 id="max_i16_finer_output_relu_n1_to_1"),
+]
 
-    _, conversion = convert(path)
-    (outcome,) = [o for o in conversion.outcomes if o["op_name"] == "tfl." + op_name.lower()]
-    assert outcome["path"] == "fallback"
-    assert "quantized differently" in outcome["reason"]
+
+@pytest.mark.parametrize(("op_name", "params"), DIFFERENT_QUANTIZATION_CASES)
+def test_output_quantized_differently_keeps_the_raw_values(tmp_path, op_name: str,
+                                                           params: dict) -> None:
+    """TFLite's kernels (reference and builtin) ignore the quantization, and
+    pooling.cc only DCHECKs that it agrees: the output holds the input's raw
+    values (maxima, averages) read with the output's parameters; the fused
+    activation clamps to the output's range."""
+    check_pool(pool_model(tmp_path, op_name, **params), runs=3)
+
+
+def test_uint8_average_with_output_quantized_differently(tmp_path) -> None:
+    """reference_ops::AveragePool on uint8 likewise averages the stored values."""
+    path = pool_model(tmp_path, "AVERAGE_POOL_2D", shape=(1, 6, 8, 3), kernel=(2, 2),
+                      stride=(2, 2), type_name="UINT8", zero_point=128, out_params=(0.2, 90),
+                      activation="RELU")
+    check_patterns(path, {"tfl.average_pool_2d": "average_pool_2d_uint8"}, runs=3)

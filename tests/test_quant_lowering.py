@@ -251,34 +251,38 @@ def test_qcast_per_channel_axis0():
     assert run_qcast(x, q).tolist() == expected
 
 
-@pytest.mark.parametrize("scale", [0.1, 0.3, 0.0235, 7.0, 1.0 / 255])
-def test_qcast_differs_from_division_only_near_half_integers(scale):
-    q = UniformQuantized(i8, f32, float(np.float32(scale)), 3)
+@pytest.mark.parametrize("storage, scale, zero_point", [
+    (i8, 0.1, 3), (i8, 0.3, 3), (i8, 0.0235, 3), (i8, 7.0, 3), (i8, 1.0 / 255, -128),
+    (i16, 1.7e-4, 0), (i16, 3.0517578125e-05, 0), (i16, 0.0123, 17)])
+def test_qcast_equals_the_float32_division_near_half_integers(storage, scale, zero_point):
+    """x / scale divided in float32 then rounded half away, as TFLite's reference
+    QUANTIZE does, also where x * (1/scale) rounds to the other side of a
+    half-integer (the threshold lookup, not the product, decides)."""
+    q = UniformQuantized(storage, f32, float(np.float32(scale)), zero_point)
     s = np.float32(scale)
     rng = np.random.default_rng(7)
-    random = (rng.uniform(-140, 140, 4000) * s).astype(np.float32)
-    ties = ((np.arange(-130, 130) + 0.5) * np.float64(s)).astype(np.float32)
-    x = np.concatenate([random, ties, np.nextafter(ties, np.float32(np.inf)),
-                        np.nextafter(ties, np.float32(-np.inf))])
-    ours = run_qcast(x, q)
+    reach = 140 if storage == i8 else 33000
+    random = (rng.uniform(-reach, reach, 4000) * s).astype(np.float32)
+    ties = ((np.arange(-reach, reach, 1 if storage == i8 else 97) + 0.5)
+            * np.float64(s)).astype(np.float32)
+    near = [np.nextafter(ties, np.float32(np.inf)), np.nextafter(ties, np.float32(-np.inf))]
+    for _ in range(2):
+        near += [np.nextafter(near[-2], np.float32(np.inf)),
+                 np.nextafter(near[-1], np.float32(-np.inf))]
+    x = np.concatenate([random, ties, *near])
     tflite = tflite_quantize(x, q)
-    by_design = multiply_quantize(x, q)
-    assert np.array_equal(ours, by_design)
-    differ = ours != tflite
-    assert np.all(np.abs(ours - tflite)[differ] == 1)
-    # Only where x / scale is within two float ulps of a half-integer.
-    quotient = (x / s).astype(np.float32)
-    distance = np.abs(np.abs(quotient.astype(np.float64)) % 1.0 - 0.5)
-    assert np.all(distance[differ] <= 2 * np.spacing(np.abs(quotient[differ])))
-    assert differ[:random.size].sum() <= 2
+    assert np.array_equal(run_qcast(x, q), tflite)
+    if np.frexp(s)[0] != 0.5:  # a power of two's reciprocal product is the quotient
+        assert not np.array_equal(multiply_quantize(x, q), tflite)  # the product misses
 
 
 def test_known_difference_example():
-    # 19.55f / 0.1f = 195.49998f (TFLite: 195) but 19.55f * 10.0f = 195.5f (ours: 196).
+    # 19.55f / 0.1f = 195.49998f (TFLite: 195) but 19.55f * 10.0f = 195.5f.
     q = UniformQuantized(i16, f32, float(np.float32(0.1)))
     x = np.array([19.55], np.float32)
     assert tflite_quantize(x, q).tolist() == [195]
-    assert run_qcast(x, q).tolist() == [196]
+    assert multiply_quantize(x, q).tolist() == [196]
+    assert run_qcast(x, q).tolist() == [195]
 
 
 def test_qcast_f16_expressed():
@@ -417,7 +421,19 @@ def test_dcast_matches_tflite_dequantize(builder, tflite_interpreter, storage, t
 
 
 def test_lowered_op_sequence():
+    # Per tensor with a static shape: the threshold lookup decides the rounding.
     module = single_cast_module("qcast", (2, 3), UniformQuantized(u8, f32, 0.5, 128))
+    lower_quant_ops(module)
+    names = [op.name for _, op in module.ops() if op.name not in ("tosa.const",
+                                                                   "tosa.const_shape")]
+    assert names == ["tosa.abs", "tosa.mul", "tosa.add", "tosa.floor", "tosa.clamp",
+                     "tosa.cast", "tosa.reshape", "tosa.gather", "tosa.reshape",
+                     "tosa.greater_equal", "tosa.select", "tosa.gather", "tosa.reshape",
+                     "tosa.greater", "tosa.select", "tosa.add", "tosa.sub", "tosa.greater_equal",
+                     "tosa.sub", "tosa.select", "tosa.add", "tosa.clamp", "tosa.cast",
+                     "tosa.cast", "quant.scast"]
+    # A dynamic shape (no GATHER table index) keeps the reciprocal product.
+    module = single_cast_module("qcast", (DYNAMIC, 3), UniformQuantized(u8, f32, 0.5, 128))
     lower_quant_ops(module)
     names = [op.name for _, op in module.ops() if op.name != "tosa.const"]
     assert names == ["tosa.mul", "tosa.abs", "tosa.floor", "tosa.sub", "tosa.greater_equal",
@@ -447,9 +463,12 @@ def test_per_channel_constants_have_equal_rank():
 
 
 def test_zero_points_of_zero_emit_no_add_or_sub():
-    module = single_cast_module("qcast", (4,), UniformQuantized(i8, f32, 0.5))
-    lower_quant_ops(module)
-    assert [op.name for op in module.main.ops].count("tosa.add") == 1  # only the rounding
+    def adds(q) -> int:
+        module = single_cast_module("qcast", (4,), q)
+        lower_quant_ops(module)
+        return [op.name for op in module.main.ops].count("tosa.add")
+
+    assert adds(UniformQuantized(i8, f32, 0.5)) + 1 == adds(UniformQuantized(i8, f32, 0.5, 3))
 
 
 @pytest.mark.parametrize("kind, shape, q, message", [
@@ -573,3 +592,87 @@ def test_lowered_casts_on_arms_reference_model():
                       [np.dtype(np.float32)])
     assert outcome.status == "valid"
     assert np.array_equal(outcome.outputs[0], tflite_dequantize(stored, qu8))
+
+
+@pytest.mark.parametrize("type_name, scale, zero_point", [
+    ("INT16", 1.7e-4, 0), ("INT8", 0.1, 3), ("INT16", 0.0123, 0), ("INT8", 0.0123, -5)])
+def test_quantize_dequantize_model_matches_tflite(tmp_path, type_name, scale, zero_point):
+    """float -> QUANTIZE -> DEQUANTIZE -> float, exact against TFLite's interpreter (and
+    Arm's model) on inputs at, and a few floats around, the half-integer ties of
+    `x / scale`, where the reciprocal product used to round the other way."""
+    from conftest import TfliteBuilder
+    from e2e import check_model
+
+    b = TfliteBuilder()
+    size = 4096
+    x = b.tensor([1, size], "FLOAT32", "x")
+    q = b.tensor([1, size], type_name, "q", scale=[scale], zero_point=[zero_point])
+    y = b.tensor([1, size], "FLOAT32", "y")
+    b.op("QUANTIZE", [x], [q])
+    b.op("DEQUANTIZE", [q], [y])
+    b.io([x], [y])
+    path = tmp_path / "quantize_dequantize.tflite"
+    path.write_bytes(b.to_bytes())
+    s = np.float32(scale)
+    reach = 120 if type_name == "INT8" else 32000
+    halves = np.random.default_rng(3).integers(-reach, reach, size // 8) + 0.5
+    ties = (halves * np.float64(s)).astype(np.float32)
+    feeds = [ties]
+    for _ in range(3):
+        feeds += [np.nextafter(feeds[-1], np.float32(np.inf))]
+    feeds += [np.nextafter(ties, np.float32(-np.inf))]
+    feeds += [np.nextafter(feeds[-1], np.float32(-np.inf))]
+    feeds += [np.random.default_rng(4).uniform(-reach, reach, size // 8).astype(np.float32) * s]
+    x_values = np.concatenate(feeds + [ties[:size - sum(f.size for f in feeds)]])
+    _, report = check_model(path, inputs=[[x_values.reshape(1, size).astype(np.float32)]])
+    assert all(o.exact for o in report.outputs)
+
+
+@pytest.mark.parametrize("type_name, scale, zero_point", [
+    ("INT8", 0.1, 3), ("INT8", 6 / 255, -1), ("INT16", 1.7e-4, 0), ("INT16", 0.0123, 0)])
+def test_quantize_for_each_kernel(tmp_path, type_name, scale, zero_point):
+    """float -> QUANTIZE near ties: the default conversion equals TFLite's reference
+    kernel, convert(kernels="optimized") its optimized kernel, which rounds
+    x * fl(1/scale) half to even (TF 2.20, x86); the two kernels differ here."""
+    from conftest import TfliteBuilder
+    from e2e import check_against_arm
+
+    from tfl2tosa.pipeline import convert
+    from tfl2tosa.validation import as_graph_input
+
+    import tensorflow as tf
+
+    b = TfliteBuilder()
+    size = 2048
+    x = b.tensor([1, size], "FLOAT32", "x")
+    q = b.tensor([1, size], type_name, "q", scale=[scale], zero_point=[zero_point])
+    b.op("QUANTIZE", [x], [q])
+    b.io([x], [q])
+    path = tmp_path / "quantize.tflite"
+    path.write_bytes(b.to_bytes())
+    reach = 120 if type_name == "INT8" else 32000
+    ties = ((np.random.default_rng(5).integers(-reach, reach, size // 4) + 0.5)
+            * np.float64(np.float32(scale))).astype(np.float32)
+    values = np.concatenate([ties, np.nextafter(ties, np.float32(np.inf)),
+                             np.nextafter(ties, np.float32(-np.inf)),
+                             np.nextafter(np.nextafter(ties, np.float32(0)), np.float32(0))])
+    feeds = [values.reshape(1, size)]
+    resolvers = tf.lite.experimental.OpResolverType
+    outputs = {}
+    for kernels, resolver in (("reference", resolvers.BUILTIN_REF),
+                              ("optimized", resolvers.BUILTIN_WITHOUT_DEFAULT_DELEGATES)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            interpreter = tf.lite.Interpreter(model_path=str(path),
+                                              experimental_op_resolver_type=resolver)
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], feeds[0])
+        interpreter.invoke()
+        theirs = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        module, conversion = convert(path, kernels=kernels)
+        run = [as_graph_input(a, v) for a, v in zip(feeds, module.main.inputs)]
+        (ours,) = reference_model.run(module, run).values()
+        assert np.array_equal(np.asarray(ours).reshape(theirs.shape), theirs), kernels
+        check_against_arm(module, conversion, [feeds])
+        outputs[kernels] = theirs
+    assert not np.array_equal(outputs["reference"], outputs["optimized"])

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from tfl2tosa.errors import ConversionError, UsageError
+from tfl2tosa.kernels import KERNELS
+from tfl2tosa.kernels import kernels as kernels_for
 from tfl2tosa.ir.core import Module
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
@@ -42,6 +44,7 @@ class ConversionReport:
     """Per model: ops in and out, which path each op took, errors, timings."""
 
     model: str
+    kernels: str = "reference"        # the TFLite kernels integer ops reproduce
     ops_in: dict[str, int] = field(default_factory=dict)
     ops_out: dict[str, int] = field(default_factory=dict)
     outcomes: list[dict[str, str]] = field(default_factory=list)
@@ -97,11 +100,14 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             disabled: set[str] | frozenset[str] = frozenset(),
             profiles: tuple[str, ...] = DEFAULT_PROFILES,
             extensions: tuple[str, ...] | None = None,
-            verify: bool = True,
+            verify: bool = True, kernels: str = "reference",
             on_stage: Callable[[str], None] | None = None) -> tuple[Module, ConversionReport]:
     """Convert a TFLite model (path or bytes) to a verified TOSA Module.
 
-    `on_stage` is called with each stage's name as it starts (a progress display).
+    `kernels` picks which of TFLite's kernels integer ops reproduce where they
+    differ: "reference" (BUILTIN_REF) or "optimized" (the builtin kernels users'
+    devices run; see tfl2tosa.kernels). `on_stage` is called with each stage's
+    name as it starts (a progress display).
 
     Raises ConversionError listing every op that could not be converted (with
     its types and TFLite location), or VerificationError for a graph that
@@ -115,20 +121,23 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.tflite_import import load
 
+    if kernels not in KERNELS:
+        raise UsageError(f"--kernels {kernels!r}: one of {', '.join(KERNELS)}")
     unknown = sorted(set(disabled) - known_labels())
     if unknown:
         raise UsageError(f"no pattern labelled {', '.join(unknown)} (see `--disable`: "
                          "labels are the pattern names in the conversion report)")
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
-    report = ConversionReport(model=name)
+    report = ConversionReport(model=name, kernels=kernels)
     module = _timed(report, "import", load, source, on_stage=on_stage)
     report.ops_in = op_counts(module)
     report.composites = _timed(report, "inline_calls", inline_calls, module,
                                on_stage=on_stage).composites
     _timed(report, "resource_variables", lower_resource_variables, module, on_stage=on_stage)
 
-    result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
-                    disabled=disabled, on_stage=on_stage)
+    with kernels_for(kernels):
+        result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
+                        disabled=disabled, on_stage=on_stage)
     report.outcomes = [asdict(o) for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
@@ -148,7 +157,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
         dce(module)
 
     _timed(report, "simplify", merge_duplicates, on_stage=on_stage)
-    _timed(report, "lower_quant", lower_quant_ops, module, on_stage=on_stage)
+    with kernels_for(kernels):
+        _timed(report, "lower_quant", lower_quant_ops, module, on_stage=on_stage)
     _timed(report, "strip_quant", strip_func_quant_types, module, on_stage=on_stage)
     _timed(report, "simplify", simplify, on_stage=on_stage)
     if verify:

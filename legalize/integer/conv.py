@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import math
 
-from legalize.common import with_fused_activation
+import numpy as np
+
+from legalize.common import constant_value, is_none, with_fused_activation
 from legalize.integer.support import (
     ACC_TYPE,
     accumulator_bias,
@@ -84,10 +86,11 @@ def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType) -> list
 
 def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: Value,
                filter_shape: tuple[int, ...] | None, acc_shape: tuple[int, ...],
-               bias_index: int = 2, **attrs: object) -> tuple[Value, list[float]] | Failure:
-    """The convolution `tosa_name` of `x` with op's weights (operand 1, reshaped
-    to `filter_shape`), bias and zero points into the accumulator, and the
-    per-channel scales that take the accumulator to the output."""
+               bias_index: int = 2, filter_perm: tuple[int, ...] | None = None,
+               **attrs: object) -> tuple[Value, list[float]] | Failure:
+    """The convolution `tosa_name` of `x` with op's weights (operand 1, transposed
+    by `filter_perm` and reshaped to `filter_shape`), bias and zero points into the
+    accumulator, and the per-channel scales that take the accumulator to the output."""
     x_type, out_type, weights, acc_element = operands
     channels = acc_shape[-1]
     scales = _channel_scales(op, x_type, out_type, weights, channels)
@@ -96,7 +99,7 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
     for checked in (scales, bias, zero_points):
         if isinstance(checked, Failure):
             return checked
-    filter_ = weight_operand(rw, op.operands[1], filter_shape)
+    filter_ = weight_operand(rw, op.operands[1], filter_shape, filter_perm)
     if isinstance(filter_, Failure):
         return filter_
     acc = build.op(rw, tosa_name, [x, filter_, bias, *zero_points],
@@ -109,14 +112,16 @@ def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
                    out: UniformQuantized) -> list[Value] | Failure:
     """RESCALE the accumulator per channel, then the fused activation's CLAMP."""
     result = tensor_type(op.results[0])
-    scaled = rescale_per_channel(rw, acc, scales, out, rounding_mode(op.name))
+    scaled = rescale_per_channel(rw, acc, scales, out,
+                                 rounding_mode(op.name, out.storage.bits))
     if tensor_type(scaled).shape != result.shape:
         scaled = build.reshape(rw, scaled, result.shape)
     return with_fused_activation(rw, op, scaled)
 
 
 def _windowed(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, kernel: tuple[int, int],
-              filter_shape: tuple[int, ...] | None) -> list[Value] | Failure:
+              filter_shape: tuple[int, ...] | None,
+              filter_perm: tuple[int, ...] | None = None) -> list[Value] | Failure:
     """CONV2D or DEPTHWISE_CONV2D over op's input with TFLite's window, then
     the per-channel RESCALE and CLAMP."""
     x = op.operands[0]
@@ -126,8 +131,8 @@ def _windowed(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, kern
         return window
     pads, stride, dilation, used = window
     accumulated = accumulate(rw, op, operands, tosa_name, trimmed_input(rw, x, used),
-                              filter_shape, result.shape, pad=pads, stride=stride,
-                              dilation=dilation)
+                              filter_shape, result.shape, filter_perm=filter_perm, pad=pads,
+                              stride=stride, dilation=dilation)
     if isinstance(accumulated, Failure):
         return accumulated
     acc, scales = accumulated
@@ -143,7 +148,14 @@ def conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     channels = tensor_type(op.operands[0]).shape[3]
-    _, kh, kw, ic = operands[2].shape
+    oc, kh, kw, ic = operands[2].shape
+    if ic == 1 and channels > 1 and oc % channels == 0:
+        # Groups of one input channel: reference_integer_ops::ConvPerChannel gives
+        # output channel o the input channel o // (oc / channels), as a depthwise
+        # convolution with multiplier oc / channels does; same accumulator, same
+        # per-output-channel scaling.
+        return _windowed(rw, op, operands, "tosa.depthwise_conv2d", (kh, kw),
+                         (kh, kw, channels, oc // channels), filter_perm=(3, 1, 2, 0))
     if ic != channels:
         return Failure(f"{op.name}: grouped int8 convolution ({channels} input channels, "
                        f"filter {ic}) is not supported")
@@ -168,6 +180,31 @@ def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
                      (kh, kw, channels, oc // channels))
 
 
+def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
+    """Why a 16x8 FULLY_CONNECTED's int64 accumulator may not fit int32, if it may.
+
+    TFLite's reference kernel multiplies that accumulator by the 32-bit multiplier in
+    64-bit arithmetic (one rounding). TOSA has no such step: RESCALE from i48 takes
+    16-bit multipliers only (TFLite's reduced multiplier, which rounds differently),
+    so the pattern narrows the accumulator to i32 first, exactly while it fits. A
+    large int64 bias (tiny weight scales make `bias / (s_in * s_w)` huge) or a
+    long, full-range sum would not fit: the fallback takes those."""
+    weights = constant_value(op.operands[1])
+    bias = constant_value(op.operands[2]) if len(op.operands) > 2 and \
+        not is_none(op.operands[2]) else np.zeros(1, dtype=np.int64)
+    if weights is None or bias is None:
+        return Failure(f"{op.name}: 16x8 with run-time weights or bias (the int64 "
+                       "accumulator's range is unknown)")
+    inputs = 32768 + abs(q_in.zero_point)
+    sums = np.abs(np.asarray(weights, dtype=np.int64)).sum(axis=1) * inputs + \
+        np.abs(np.asarray(bias, dtype=np.int64).reshape(-1))
+    if int(sums.max(initial=0)) >= 1 << 31:
+        return Failure(f"{op.name}: the int64 accumulator may reach {int(sums.max())}, "
+                       "beyond int32 (TFLite scales it with a 32-bit multiplier; TOSA's "
+                       "48-bit RESCALE has only 16-bit multipliers)")
+    return None
+
+
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
          types=("i8", "i16"))
 @integer_pattern
@@ -189,6 +226,8 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     rows = math.prod(x_shape) // ic
     if rows * ic != math.prod(x_shape) or rows * oc != tensor_type(op.results[0]).num_elements:
         return Failure(f"{op.name}: input {list(x_shape)} does not fit weights [{oc}, {ic}]")
+    if acc_element == i48 and (refused := _wide_accumulator_refusal(op, operands[0])):
+        return refused
     accumulated = accumulate(rw, op, operands, "tosa.conv2d",
                               build.reshape(rw, op.operands[0], (rows, 1, 1, ic)),
                               (oc, 1, 1, ic), (rows, 1, 1, oc), pad=[0, 0, 0, 0],
@@ -199,8 +238,8 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
         # with the 32-bit multiplier (single rounding), which RESCALE only applies
-        # to 32-bit inputs: narrow the accumulator first (exact; REQUIRE it fits
-        # int32, true unless |sum of products + bias| reaches 2^31).
+        # to 32-bit inputs: narrow the accumulator first (exact: it fits int32, as
+        # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
     return scaled_output(rw, op, acc, scales, operands[1])

@@ -34,10 +34,13 @@ the projection (the hidden state stored with zero point -hidden_zp, int8
 MATMUL with the bias plus hidden_zp times the weights' row sums, MBQM, the
 output state's zero point, then CwiseClipping of the stored values) are
 reproduced too; TFL LSTM (one step)
-shares the lowering. Refused (Failure, so the float fallback takes them):
-layer norm, the 8x8->8 kernel, int16 activations (16x8), hybrid and dynamic
-shapes. TFLite has no integer BIDIRECTIONAL_SEQUENCE_LSTM kernel (int8 weights
-there mean the hybrid kernel; the converter emits two unidirectional LSTMs).
+shares the lowering. A cell scale below 2^-15 (the converter picks one when
+calibration saw small cell values) leaves tanh(c) out: TFLite's PortableApplyTanh
+has no case for it and writes nothing (`IntegerLstm.cell_tanh`). Refused
+(Failure, so the float fallback takes them): layer norm, the 8x8->8 kernel,
+int16 activations (16x8), hybrid and dynamic shapes. TFLite has no integer
+BIDIRECTIONAL_SEQUENCE_LSTM kernel (int8 weights there mean the hybrid kernel;
+the converter emits two unidirectional LSTMs).
 """
 
 from __future__ import annotations
@@ -283,12 +286,14 @@ def quantized_clip(clip: float, scale: float, bits: int) -> int:
 
 
 @functools.cache
-def activation_tables(cell_integer_bits: int) -> np.ndarray:
-    """The GATHER values [1, 3 * 65536, 1]: logistic and tanh of Q3.12 gates, tanh
-    of the cell state (PortableApplySigmoid / PortableApplyTanh). Read-only, one
-    array per cell format, so the LSTMs of a model share one constant."""
-    rows = (int16_lookup(logistic, GATE_INTEGER_BITS), int16_lookup(tanh, GATE_INTEGER_BITS),
-            int16_lookup(tanh, cell_integer_bits))
+def activation_tables(cell_integer_bits: int | None) -> np.ndarray:
+    """The GATHER values [1, rows * 65536, 1]: logistic and tanh of Q3.12 gates, tanh
+    of the cell state (PortableApplySigmoid / PortableApplyTanh) unless
+    `cell_integer_bits` is None (`IntegerLstm.cell_tanh`). Read-only, one array per
+    cell format, so the LSTMs of a model share one constant."""
+    rows = (int16_lookup(logistic, GATE_INTEGER_BITS), int16_lookup(tanh, GATE_INTEGER_BITS))
+    if cell_integer_bits is not None:
+        rows += (int16_lookup(tanh, cell_integer_bits),)
     tables = np.concatenate(rows).reshape(1, -1, 1)
     tables.flags.writeable = False
     return tables
@@ -324,6 +329,16 @@ class IntegerLstm:
     # Peephole: gate -> (int16 weights [width], effective scale), for input, forget, output.
     peephole: dict[str, tuple[np.ndarray, float]] | None = None
     projection: Projection | None = None
+
+    @property
+    def cell_tanh(self) -> bool:
+        """Whether the output squashes the cell state. PortableApplyTanh dispatches
+        on the cell's integer bits, 15 + cell_exponent, for 0..6 only and returns
+        without writing anything for fewer (a cell scale below 2^-15). The output
+        then multiplies the output gate by what its buffer already holds: the
+        input gate of the same step (LstmStepInteger8x8_16 hands scratch0, the
+        input gate's buffer, to CalculateLstmOutputInteger8x8_16 as tanh(c)'s)."""
+        return self.cell_exponent >= -15
 
 
 def _present(op: Op, index: int) -> bool:
@@ -440,13 +455,19 @@ def integer_lstm(op: Op, input_rank: int = 3) -> IntegerLstm | Failure:
     if cell is None or cell.zero_point != 0:
         return Failure(f"{op.name}: the cell state is not symmetric int16 per tensor")
     exponent = cell_scale_exponent(cell.scale)
-    # lstm.cc requires a cell scale <= 2^-9; PortableApplyTanh has Q0..Q6 inputs.
-    if exponent is None or not -15 <= exponent <= -9:
-        return Failure(f"{op.name}: cell state scale {cell.scale!r} is not 2^-15 .. 2^-9")
+    # lstm.cc requires a power of two <= 2^-9 (CheckedLog2, cell_scale <= -9).
+    if exponent is None or exponent > -9:
+        return Failure(f"{op.name}: cell state scale {cell.scale!r} is not a power of two "
+                       "<= 2^-9")
     if len(tensor_type(op.operands[0]).shape) != input_rank:
         return Failure(f"{op.name}: the input is not of rank {input_rank}")
     first = 0 if _present(op, INPUT_WEIGHTS[0]) else 1  # CIFG: no input gate
     gates = ("input", "forget", "cell", "output")[first:]
+    if exponent < -15 and first:
+        # The output then reads the input gate's scratch buffer (see cell_tanh),
+        # which a CIFG LSTM never writes: nothing defined to reproduce.
+        return Failure(f"{op.name}: CIFG with cell state scale 2^{exponent} (TFLite's "
+                       "output reads an unwritten scratch buffer)")
     input_part = _gate_weights(op, INPUT_WEIGHTS[first:], q_input.scale)
     recurrent_part = _gate_weights(op, RECURRENT_WEIGHTS[first:], q_output_state.scale)
     for part in (input_part, recurrent_part):
@@ -569,7 +590,7 @@ class StepConstants:
     tables: Value                     # [1, 3 * 65536, 1] i16
     gate_rows: Value                  # [1, 1, gates * width] i32: each gate's table row
     sigmoid_row: Value                # [1, 1, 1] i32
-    cell_row: Value                   # [1, 1, 1] i32: the cell state's tanh row
+    cell_row: Value | None            # [1, 1, 1] i32: the cell state's tanh row
     hidden_multiplier: tuple[int, int]
     peephole: dict[str, tuple[Value, float]]  # gate -> ([1, 1, width] i16, scale)
     projection: Value | None          # [1, width, output_width] i8
@@ -593,9 +614,10 @@ def step_constants(rw: Rewriter, p: IntegerLstm) -> StepConstants:
     return StepConstants(
         build.const(rw, p.recurrent_weights[np.newaxis].astype(np.int8), i8),
         _accumulator_bound(p.recurrent_weights),
-        build.const(rw, activation_tables(15 + p.cell_exponent), i16),
+        build.const(rw, activation_tables(15 + p.cell_exponent if p.cell_tanh else None), i16),
         _i32(rw, _row_offsets([r for r in rows for _ in range(p.width)])),
-        _i32(rw, _row_offsets([SIGMOID_ROW])), _i32(rw, _row_offsets([TANH_CELL_ROW])),
+        _i32(rw, _row_offsets([SIGMOID_ROW])),
+        _i32(rw, _row_offsets([TANH_CELL_ROW])) if p.cell_tanh else None,
         (multiplier, shift), peephole, projection)
 
 
@@ -626,8 +648,8 @@ def _with_peephole(rw: Rewriter, k: StepConstants, gate: str, pre: Value, c: Val
 
 def _cell_update(rw: Rewriter, p: IntegerLstm, gate: dict[str, Value], c: Value) -> Value:
     """UpdateLstmCellInteger: sat16(RDBP(f * c, 15) + RDBP(i * g, 30 + cell_exponent)),
-    clipped; as i32. Both products fit int16 after the shift (gates <= 32767, cell
-    exponent >= -15), so CwiseMul's int16 cast changes nothing."""
+    clipped; as i32. CwiseMul casts each product to int16: with gates <= 32767 that
+    changes nothing down to cell exponent -15 and wraps i * g below it."""
     forget = _shift_right_half_away(rw, build.mul(rw, gate["forget"], c), 15)
     if "input" in gate:
         update = build.mul(rw, gate["input"], gate["cell"])
@@ -635,18 +657,20 @@ def _cell_update(rw: Rewriter, p: IntegerLstm, gate: dict[str, Value], c: Value)
         complement = _elementwise(rw, "tosa.sub", _i32(rw, 32767), _widen(rw, gate["forget"]))
         update = build.mul(rw, complement, _widen(rw, gate["cell"]))
     update = _shift_right_half_away(rw, update, 30 + p.cell_exponent)
+    if p.cell_exponent < -15:
+        update = _widen(rw, build.cast(rw, update, i16))  # TOSA's narrowing CAST wraps
     bound = p.cell_clip or 32767
     return _saturate(rw, _elementwise(rw, "tosa.add", forget, update),
                      -bound if p.cell_clip else -32768, bound)
 
 
 def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: Value,
-                  cell: Value, out: ElementType) -> Value:
+                  squashed: Value, out: ElementType) -> Value:
     """CalculateLstmOutputInteger8x8_16: CwiseMul(o, tanh(c)) by the hidden scale to
     int8, then the projection (MatrixBatchVectorMultiplyAccumulate to int8 and
-    CwiseClipping of the stored values) if there is one."""
-    batch = tensor_type(cell).shape[1]
-    squashed = _lookup(rw, k.tables, cell, k.cell_row)
+    CwiseClipping of the stored values) if there is one. `squashed` is tanh(c) or
+    what the kernel uses in its place (`IntegerLstm.cell_tanh`)."""
+    batch = tensor_type(squashed).shape[1]
     multiplier, shift = k.hidden_multiplier
     product = build.mul(rw, output_gate, squashed)
     if p.projection is None:
@@ -696,7 +720,8 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
                              _columns(rw, total, column["output"], p.width),
                              build.cast(rw, cell, i16))
         output_gate = _lookup(rw, k.tables, pre, k.sigmoid_row)
-    return _output_state(rw, p, k, output_gate, cell, out), build.cast(rw, cell, i16)
+    squashed = _lookup(rw, k.tables, cell, k.cell_row) if p.cell_tanh else gate["input"]
+    return _output_state(rw, p, k, output_gate, squashed, out), build.cast(rw, cell, i16)
 
 
 def initial_state(rw: Rewriter, value: Value, batch: int, width: int,

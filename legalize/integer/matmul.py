@@ -90,7 +90,7 @@ def batch_matmul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     acc = build.op(rw, "tosa.matmul", [lhs, rhs, *zero_points],
                    TensorType(shape, acc_element))
     scaled = rescale_from_i32(rw, acc, _matmul_scale(q_x, q_y, q_out), q_out,
-                              rounding_mode(op.name))
+                              rounding_mode(op.name, q_out.storage.bits))
     return [build.reshape(rw, scaled, tensor_type(op.results[0]).shape)]
 
 

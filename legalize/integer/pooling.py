@@ -2,11 +2,15 @@
 MAX_POOL_2D (int8, int16).
 
 TFLite's quantized pooling kernels (reference_integer_ops::AveragePool /
-MaxPool, kernels/internal/reference/integer_ops/pooling.h) work on the stored
-integers and never look at the scales: pooling.cc expects the input and the
-output to share their quantization (a DCHECK for int8, nothing for int16).
-Both patterns therefore require equal parameters and move or average the raw
-values; other parameters take the fallback.
+MaxPool, kernels/internal/reference/integer_ops/pooling.h, and the optimized
+ones) work on the stored integers and never look at the scales or zero
+points: pooling.cc expects the input and the output to share their
+quantization, but only with a DCHECK (int8, uint8), compiled out of release
+builds, and nothing for int16. An output quantized differently therefore
+holds the input's raw values (or their average) read with the output's
+parameters; the interpreter's reference and builtin kernels both compute that,
+and so do these patterns. Only the fused activation's clamp reads a parameter:
+the output's (CalculateActivationRangeQuantized).
 
 AVERAGE_POOL_2D sums the raw values of the in-bounds window and divides by
 their count rounding half away from zero: `(sum +- count / 2) / count` with
@@ -34,28 +38,17 @@ from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.tosa import build
 
-# TFLite's check on pooling parameters (pooling.cc GenericPrepare):
-# |s_in - s_out| <= 1e-6 and equal zero points.
-_SCALE_TOLERANCE = 1.0e-6
-
-
-def _same_quantization(op: Op, *storages: str) -> Failure | None:
-    """Why the input and output of pooling `op` cannot take a raw-value pattern, if
-    they cannot: both per-tensor `storages`, one storage type, equal parameters."""
+def _raw_values(op: Op, *storages: str) -> Failure | None:
+    """Why pooling `op` cannot take a raw-value pattern, if it cannot: input and
+    output per tensor, of one of `storages`, the same for both."""
     elements = require_one_storage(op, [op.operands[0], op.results[0]], *storages)
-    if isinstance(elements, Failure):
-        return elements
-    q_in, q_out = elements
-    if abs(q_in.scale - q_out.scale) > _SCALE_TOLERANCE or q_in.zero_point != q_out.zero_point:
-        return Failure(f"{op.name}: input {q_in} and output {q_out} are quantized "
-                       "differently (TFLite's kernel ignores the parameters)")
-    return None
+    return elements if isinstance(elements, Failure) else None
 
 
 def _pooled_window(op: Op, rw: Rewriter) -> tuple[Value, dict[str, list[int]]] | Failure:
     """The (trimmed) input and TOSA's kernel/stride/pad for an int8/int16
-    Pool2DOptions op whose input and output share their quantization."""
-    refused = _same_quantization(op, "i8", "i16")
+    Pool2DOptions op."""
+    refused = _raw_values(op, "i8", "i16")
     return refused if refused is not None else pool_window(op, rw, op.operands[0])
 
 
@@ -102,7 +95,7 @@ def average_pool_2d_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     halves round the same way; averaging the twins themselves would round their
     negative halves away from zero, i.e. down.
     """
-    refused = _same_quantization(op, "ui8")
+    refused = _raw_values(op, "ui8")
     if refused is not None:
         return refused
     # Imported here: importing legalize.integer.data at the top would register its

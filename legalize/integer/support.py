@@ -141,14 +141,15 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
     return bias if len(t.shape) == 1 else build.reshape(rw, bias, (channels,))
 
 
-def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None
-                   ) -> Value | Failure:
+def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = None,
+                   perm: Sequence[int] | None = None) -> Value | Failure:
     """Integer weights (or any quantized operand whose scale the RESCALE applies)
-    as a plain storage-typed constant, optionally reshaped.
+    as a plain storage-typed constant, optionally transposed by `perm`, then
+    reshaped.
 
     The quantization lives in the RESCALE multipliers, so the TOSA constant
     needs none (and a per-axis type would not survive a reshape). Run-time
-    values are RESHAPEd when they are quantized per tensor.
+    values are TRANSPOSEd and RESHAPEd when they are quantized per tensor.
     """
     t = tensor_type(value)
     if t is None or t.shape is None:
@@ -156,11 +157,13 @@ def weight_operand(rw: Rewriter, value: Value, shape: Sequence[int] | None = Non
     target = tuple(t.shape) if shape is None else tuple(shape)
     array = constant_value(value)
     if array is None:
-        if target == tuple(t.shape):
+        if target == tuple(t.shape) and perm is None:
             return value
         if isinstance(t.element, UniformQuantizedPerAxis):
             return Failure(f"{value.name}: run-time per-axis weights that need a reshape")
-        return build.reshape(rw, value, target)
+        moved = value if perm is None else build.transpose(rw, value, perm)
+        return build.reshape(rw, moved, target)
     if value.owner is not None and value.owner.attrs.get("packed_int4"):
         return Failure(f"{value.name}: packed int4 weights are not supported")
-    return build.const(rw, np.ascontiguousarray(array.reshape(target)), storage_type(t.element))
+    moved = array if perm is None else np.transpose(array, perm)
+    return build.const(rw, np.ascontiguousarray(moved.reshape(target)), storage_type(t.element))

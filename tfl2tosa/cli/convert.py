@@ -61,6 +61,11 @@ def convert_command(
                                 help="Write the conversion report (JSON) to this file."),
     quiet: bool = typer.Option(False, "--quiet", "-q",
                                help="No progress line and no summary line on the terminal."),
+    kernels: str = typer.Option("reference", "--kernels",
+                                help="Which TFLite kernels integer ops reproduce where they "
+                                     "round differently: reference (BUILTIN_REF) or optimized "
+                                     "(the builtin kernels devices run; `validate` picks this "
+                                     "when the reference resolver lacks an op version)."),
 ) -> None:
     if emit_form not in ("tosa", "mlir", "tfl"):
         raise UsageError(f"--emit {emit_form}: choose tosa, mlir or tfl")
@@ -91,7 +96,8 @@ def convert_command(
             try:
                 module, conversion = convert(
                     source, fallback=not no_fallback, disabled=frozenset(disable),
-                    profiles=profiles, extensions=extensions, on_stage=show)
+                    profiles=profiles, extensions=extensions, kernels=kernels,
+                    on_stage=show)
             except ConversionError as exc:
                 if report is not None:
                     write_atomically(report, _failure_report(model, exc).encode())
