@@ -27,6 +27,7 @@ MODULES = (
     "constants",
     "control_flow",
     "detection",
+    "hybrid",
     "conv",
     "elementwise",
     "gather",

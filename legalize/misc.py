@@ -492,8 +492,15 @@ def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
     TFLite keeps the state in a variable tensor and shifts it for the next
     invocation; like the recurrent patterns (legalize/rnn.py), the TOSA graph
     computes one step from the state operand (its initial value). Constant
-    int8 weights (hybrid models) are dequantized here.
+    int8 weights (hybrid models) are dequantized here (svdf_hybrid in
+    legalize.hybrid computes the feature product as TFLite's hybrid kernel).
     """
+    return lower_svdf(op, rw, emulate=False)
+
+
+def lower_svdf(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
+    """The SVDF step; with `emulate`, the feature product is TFLite's hybrid
+    one (input rows quantized at run time, int8 weights, legalize.hybrid)."""
     if len(op.operands) < 5:
         return Failure(f"{op.name}: expected 5 operands")
     x, features, times, bias, state = op.operands[:5]
@@ -509,15 +516,26 @@ def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if rank < 1 or filters != units * rank or shape_of(state) != (batch, filters * memory):
         return Failure(f"{op.name}: rank {rank}, weights_time {[filters, memory]} and state "
                        f"{list(shape_of(state))} do not fit {units} units")
-    features = float_weights(rw, features, f32)
+    if emulate:
+        from legalize.hybrid import hybrid_product, stacked_int8
+
+        stacked = stacked_int8(op, (1,))
+        if isinstance(stacked, Failure):
+            return stacked
+        product = hybrid_product(rw, x, *stacked,
+                                 bool(op.attrs.get("asymmetric_quantize_inputs", False)))
+    else:
+        features = float_weights(rw, features, f32)
+        if isinstance(features, Failure):
+            return features
+        zero = build.zero_point(rw, 0.0, f32)
+        product = build.op(rw, "tosa.matmul",
+                           [reshape_to(rw, x, (1, batch, shape_of(x)[1])),
+                            _transposed(rw, features), zero, build.zero_point(rw, 0.0, f32)],
+                           TensorType((1, batch, filters), f32))
     times = float_weights(rw, times, f32)
-    if isinstance(features, Failure) or isinstance(times, Failure):
-        return features if isinstance(features, Failure) else times
-    zero = build.zero_point(rw, 0.0, f32)
-    product = build.op(rw, "tosa.matmul",
-                       [reshape_to(rw, x, (1, batch, shape_of(x)[1])),
-                        _transposed(rw, features), zero, build.zero_point(rw, 0.0, f32)],
-                       TensorType((1, batch, filters), f32))
+    if isinstance(times, Failure):
+        return times
     newest = reshape_to(rw, product, (batch, filters, 1))
     history = reshape_to(rw, state, (batch, filters, memory))
     if memory > 1:

@@ -38,6 +38,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.pooling', 'average_pool_2d'),
     ),
     'tfl.batch_matmul': (
+        ('legalize.hybrid', 'batch_matmul_hybrid'),
         ('legalize.conv', 'batch_matmul'),
         ('legalize.integer.matmul', 'batch_matmul_int'),
     ),
@@ -45,9 +46,11 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.space_batch', 'batch_to_space_nd'),
     ),
     'tfl.bidirectional_sequence_lstm': (
+        ('legalize.hybrid', 'bidirectional_sequence_lstm_hybrid'),
         ('legalize.rnn', 'bidirectional_sequence_lstm'),
     ),
     'tfl.bidirectional_sequence_rnn': (
+        ('legalize.hybrid', 'bidirectional_sequence_rnn_hybrid'),
         ('legalize.rnn', 'bidirectional_sequence_rnn'),
     ),
     'tfl.bitcast': (
@@ -88,6 +91,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.data', 'concatenation_uint8'),
     ),
     'tfl.conv_2d': (
+        ('legalize.hybrid', 'conv_2d_hybrid'),
         ('legalize.conv', 'conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'conv_2d_int'),
@@ -138,6 +142,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.space_batch', 'depth_to_space'),
     ),
     'tfl.depthwise_conv_2d': (
+        ('legalize.hybrid', 'depthwise_conv_2d_hybrid'),
         ('legalize.conv', 'depthwise_conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'depthwise_conv_2d_int'),
@@ -162,6 +167,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.activations', 'elu_int8'),
     ),
     'tfl.embedding_lookup': (
+        ('legalize.hybrid', 'embedding_lookup_hybrid'),
         ('legalize.gather', 'embedding_lookup'),
     ),
     'tfl.embedding_lookup_sparse': (
@@ -194,6 +200,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'floor_mod'),
     ),
     'tfl.fully_connected': (
+        ('legalize.hybrid', 'fully_connected_hybrid'),
         ('legalize.conv', 'fully_connected'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'fully_connected_int'),
@@ -286,6 +293,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.lstm': (
+        ('legalize.hybrid', 'lstm_hybrid'),
         ('legalize.integer.lstm', 'lstm_int8'),
         ('legalize.rnn', 'lstm'),
     ),
@@ -537,6 +545,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.reduce', 'sum_'),
     ),
     'tfl.svdf': (
+        ('legalize.hybrid', 'svdf_hybrid'),
         ('legalize.misc', 'svdf'),
     ),
     'tfl.tanh': (
@@ -557,10 +566,12 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.matmul', 'transpose_conv_int'),
     ),
     'tfl.unidirectional_sequence_lstm': (
+        ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),
         ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
         ('legalize.rnn', 'unidirectional_sequence_lstm'),
     ),
     'tfl.unidirectional_sequence_rnn': (
+        ('legalize.hybrid', 'unidirectional_sequence_rnn_hybrid'),
         ('legalize.rnn', 'unidirectional_sequence_rnn'),
     ),
     'tfl.unique': (

@@ -171,6 +171,46 @@ def quantize_multiplier_16(scale: float) -> tuple[int, int]:
     return reduced, shift
 
 
+def quantize_multipliers(scales: Sequence[float] | np.ndarray,
+                         scale32: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """quantize_multiplier (or quantize_multiplier_16 when not `scale32`) of
+    every scale at once, as two int64 arrays (multipliers, shifts).
+
+    Per-channel RESCALEs have one scale per output channel; this computes the
+    same integers as the scalar definitions, element by element, with numpy:
+    `frexp` and `ldexp` are exact, and the half-up rounding compares the exact
+    fractional part as the scalar `_mantissa_exponent` does.
+    """
+    values = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    bad = ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+        raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
+                               f"non-negative number")
+    fraction, exponent = np.frexp(values)
+    scaled = np.ldexp(fraction, 31)
+    whole = np.floor(scaled)
+    multiplier = (whole + (scaled - whole >= 0.5)).astype(np.int64)
+    exponent = exponent.astype(np.int64)
+    carried = multiplier == 1 << 31
+    multiplier[carried] //= 2
+    exponent[carried] += 1
+    # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
+    zero = (values == 0) | (exponent < -31)
+    if scale32:
+        shift = 31 - exponent
+    else:
+        multiplier = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
+        shift = 15 - exponent
+    multiplier[zero] = 0
+    shift[zero] = ZERO_SHIFT
+    small = shift < MIN_SHIFT
+    if small.any():
+        kind = "RESCALE" if scale32 else "16-bit RESCALE"
+        raise UnsupportedScale(f"scale {float(values[small][0])!r} needs {kind} shift "
+                               f"{int(shift[small][0])} < {MIN_SHIFT}")
+    return multiplier, shift
+
+
 # ---------------------------------------------------------------------------
 # Rounding policy
 
@@ -260,12 +300,12 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float], out: Element
     otherwise, since it is identical to SINGLE_ROUND there.
     """
     t = _tensor(x)
-    scales = [float(s) for s in np.atleast_1d(np.asarray(scale, dtype=np.float64))]
     scale32 = storage_type(t.element).bits != 48
-    pairs = [quantize_multiplier(s) if scale32 else quantize_multiplier_16(s) for s in scales]
+    multipliers, shifts = quantize_multipliers(scale, scale32)
     if rounding == GEMM_ROUND and scale32:
+        pairs = list(zip(multipliers.tolist(), shifts.tolist()))
         return _gemm_rescale(rw, x, pairs, out, input_zp, output_zp)
-    return rescale_by_multiplier(rw, x, [m for m, _ in pairs], [s for _, s in pairs], out,
+    return rescale_by_multiplier(rw, x, multipliers, shifts, out,
                                  input_zp=input_zp, output_zp=output_zp, rounding=rounding)
 
 
@@ -303,7 +343,7 @@ def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],
     in_zp = _zero_point(t.element) if input_zp is None else input_zp
     out_zp = _zero_point(out) if output_zp is None else output_zp
     return build.rescale(
-        rw, x, list(multipliers), list(shifts), in_zp, out_zp, out,
+        rw, x, multipliers, shifts, in_zp, out_zp, out,
         scale32=scale32, rounding_mode=rounding if scale32 else SINGLE_ROUND,
         per_channel=len(multipliers) > 1, input_unsigned=_is_unsigned(t.element),
         output_unsigned=_is_unsigned(out))

@@ -21,9 +21,9 @@ TFLite starts each gate from its bias); each step adds one recurrent MATMUL
 of the four gates' stacked weights and slices the gates apart. A weight
 matrix [rows, cols] is used transposed, as MATMUL's [1, cols, rows] operand
 (folded at conversion time when constant). Quantized constant weights
-(dynamic-range models) are dequantized at conversion time; TFLite's hybrid
-kernels quantize the activations as well, so they answer with that rounding
-error on top.
+(dynamic-range models) are dequantized at conversion time, or, for the
+hybrid patterns of legalize.hybrid, the products are TFLite's hybrid ones:
+input and state rows quantized at run time, int8 MATMULs (`_product`).
 
 State: TFLite keeps the output and cell state in variable tensors that its
 kernels overwrite, so a TFLite interpreter carries the state from one
@@ -36,7 +36,7 @@ ResetVariableTensors.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -94,6 +94,20 @@ def _matmul(rw: Rewriter, a: Value, b: Value) -> Value:
     return build.op(rw, "tosa.matmul", [a, b, build.zero_point(rw, 0.0, elem),
                                         build.zero_point(rw, 0.0, elem)],
                     TensorType((1, m, n), elem))
+
+
+def _product(rw: Rewriter, d: Direction, name: str, x: Value) -> Value:
+    """x [1, M, K] times the direction's weights `name` ("input_weights",
+    "recurrent_weights" or "projection"): a float MATMUL, or TFLite's hybrid
+    product (legalize.hybrid) when the direction emulates the hybrid kernel."""
+    if d.hybrid is None or name not in d.hybrid:
+        return _matmul(rw, x, getattr(d, name))
+    from legalize.hybrid import hybrid_product
+
+    values, scales = d.hybrid[name]
+    _, m, k = tensor_type(x).shape
+    rows = hybrid_product(rw, build.reshape(rw, x, (m, k)), values, scales, d.asymmetric)
+    return build.reshape(rw, rows, (1, m, values.shape[1]))
 
 
 def _gate_slice(rw: Rewriter, gates: Value, index: int, width: int) -> Value:
@@ -218,6 +232,10 @@ class Direction:
     gate_bias: dict[str, Value] | None = None
     projection: Value | None = None
     projection_bias: Value | None = None
+    # Emulating TFLite's hybrid kernel: "input_weights", "recurrent_weights",
+    # "projection" as int8 [K, N] MATMUL operands and one float32 scale per column.
+    hybrid: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    asymmetric: bool = False
 
 
 def _present(op: Op, index: int) -> bool:
@@ -307,7 +325,7 @@ def input_products(rw: Rewriter, x: Value, direction: Direction,
     shape = tensor_type(x).shape
     columns = tensor_type(direction.input_weights).shape[2]
     flat = build.reshape(rw, x, (1, shape[0] * shape[1], shape[2]))
-    products = _matmul(rw, flat, direction.input_weights)
+    products = _product(rw, direction, "input_weights", flat)
     if direction.bias is not None:
         products = _add(rw, products, direction.bias)
     products = build.reshape(rw, products, (shape[0], shape[1], columns))
@@ -365,7 +383,7 @@ def lstm_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
               c: Value) -> tuple[Value, Value] | Failure:
     """One LstmStepFloat: returns (h_t, c_t), both [1, batch, width]."""
     act = op.attrs.get("fused_activation_function", "TANH")
-    gates = _add(rw, product, _matmul(rw, h, d.recurrent_weights))
+    gates = _add(rw, product, _product(rw, d, "recurrent_weights", h))
     forget = _gate(rw, d, gates, "forget", c, "SIGMOID")
     candidate = _gate(rw, d, gates, "cell", None, act)
     if "input" in d.gates:
@@ -386,7 +404,7 @@ def lstm_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
         return output_gate if isinstance(output_gate, Failure) else squashed
     hidden = build.mul(rw, output_gate, squashed)
     if d.projection is not None:
-        hidden = _matmul(rw, hidden, d.projection)
+        hidden = _product(rw, d, "projection", hidden)
         if d.projection_bias is not None:
             hidden = _add(rw, hidden, d.projection_bias)
         hidden = _clip(rw, hidden, float(op.attrs.get("proj_clip", 0.0)))
@@ -396,7 +414,7 @@ def lstm_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
 def rnn_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
              c: Value | None) -> tuple[Value, None] | Failure:
     """One RnnBatchStep: h_t = act(bias + W_x x_t + W_h h_(t-1))."""
-    total = _add(rw, product, _matmul(rw, h, d.recurrent_weights))
+    total = _add(rw, product, _product(rw, d, "recurrent_weights", h))
     hidden = activation(rw, total, op.attrs.get("fused_activation_function"))
     return hidden if isinstance(hidden, Failure) else (hidden, None)
 
@@ -499,9 +517,43 @@ _BIDI_LSTM_WEIGHTS = tuple(range(1, 35)) + tuple(range(40, 48))
 # Patterns
 
 
+def emulating(op: Op, d: Direction, weights: dict[str, Sequence[int]]) -> Direction | Failure:
+    """`d` with its products computed as TFLite's hybrid kernels compute them
+    (legalize.hybrid): `weights` names the operands of each product."""
+    from legalize.hybrid import stacked_int8
+
+    hybrid = {}
+    for name, indices in weights.items():
+        stacked = stacked_int8(op, indices)
+        if isinstance(stacked, Failure):
+            return stacked
+        hybrid[name] = stacked
+    return replace(d, hybrid=hybrid,
+                   asymmetric=bool(op.attrs.get("asymmetric_quantize_inputs", False)))
+
+
+def _lstm_products(op: Op, layout: LstmLayout) -> dict[str, Sequence[int]]:
+    """The weight operands of an LSTM direction's products (no input gate: CIFG)."""
+    first = 0 if _present(op, layout.input_weights[0]) else 1
+    weights: dict[str, Sequence[int]] = {"input_weights": layout.input_weights[first:],
+                                         "recurrent_weights": layout.recurrent_weights[first:]}
+    if _present(op, layout.projection_weights):
+        weights["projection"] = (layout.projection_weights,)
+    return weights
+
+
+def _direction(op: Op, d: Direction | Failure, weights: dict[str, Sequence[int]],
+               emulate: bool) -> Direction | Failure:
+    return emulating(op, d, weights) if emulate and not isinstance(d, Failure) else d
+
+
 @pattern("tfl.unidirectional_sequence_lstm", types=("f32",))
 def unidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The LSTM unrolled over the time axis (see the module docstring)."""
+    return lower_unidirectional_lstm(op, rw, emulate=False)
+
+
+def lower_unidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     failure = _float_sequence_op(op, _LSTM_WEIGHTS)
     if failure is not None:
         return failure
@@ -511,7 +563,8 @@ def unidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure(f"{op.name}: {len(op.results)} results (only the output is supported)")
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
     _, batch = _steps_and_batch(x, time_major)
-    d = lstm_direction(rw, op, LSTM, batch, _result_element(op))
+    d = _direction(op, lstm_direction(rw, op, LSTM, batch, _result_element(op)),
+                   _lstm_products(op, LSTM), emulate)
     if isinstance(d, Failure):
         return d
     output = unrolled_sequence(rw, op, d, x, time_major)
@@ -521,6 +574,10 @@ def unidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern("tfl.lstm", types=("f32",))
 def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One LSTM step on [batch, input]: the sequence lowering with one time step."""
+    return lower_lstm(op, rw, emulate=False)
+
+
+def lower_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     failure = require_float_activations(op, weights=_LSTM_WEIGHTS)
     if failure is not None:
         return failure
@@ -532,7 +589,8 @@ def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     shape = tensor_type(x).shape
     if len(shape) != 2:
         return Failure(f"{op.name}: input must be [batch, input]")
-    d = lstm_direction(rw, op, LSTM, shape[0], _result_element(op))
+    d = _direction(op, lstm_direction(rw, op, LSTM, shape[0], _result_element(op)),
+                   _lstm_products(op, LSTM), emulate)
     if isinstance(d, Failure):
         return d
     return single_step(rw, op, d, x)
@@ -549,6 +607,10 @@ def bidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     (lstm_eval.cc EvalFloat, `b * output_batch_leading_dim`) and so reads past
     its state tensor; this lowering computes the LSTM as defined instead.
     """
+    return lower_bidirectional_lstm(op, rw, emulate=False)
+
+
+def lower_bidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     for failure in (_float_sequence_op(op, _BIDI_LSTM_WEIGHTS), _no_aux_input(op, 39)):
         if failure is not None:
             return failure
@@ -557,7 +619,8 @@ def bidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     elem = _result_element(op)
     results = []
     for layout, reverse in ((LSTM_FORWARD, False), (LSTM_BACKWARD, True)):
-        d = lstm_direction(rw, op, layout, batch, elem)
+        d = _direction(op, lstm_direction(rw, op, layout, batch, elem),
+                       _lstm_products(op, layout), emulate)
         if isinstance(d, Failure):
             return d
         output = unrolled_sequence(rw, op, d, x, time_major, reverse)
@@ -580,12 +643,17 @@ def _bidirectional_results(rw: Rewriter, op: Op, results: list[Value]) -> list[V
 @pattern("tfl.unidirectional_sequence_rnn", types=("f32",))
 def unidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The RNN cell unrolled over the time axis."""
+    return lower_unidirectional_rnn(op, rw, emulate=False)
+
+
+def lower_unidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     failure = _float_sequence_op(op, (1, 2, 3))
     if failure is not None:
         return failure
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
     _, batch = _steps_and_batch(x, time_major)
-    d = rnn_direction(rw, op, (1, 2, 3, 4), batch, _result_element(op))
+    d = _direction(op, rnn_direction(rw, op, (1, 2, 3, 4), batch, _result_element(op)),
+                   {"input_weights": (1,), "recurrent_weights": (2,)}, emulate)
     if isinstance(d, Failure):
         return d
     output = unrolled_sequence(rw, op, d, x, time_major)
@@ -612,6 +680,10 @@ def rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Forward and backward RNNs over the same input (kernels/
     bidirectional_sequence_rnn.cc: forward 1-4, backward 5-8, aux input 9)."""
+    return lower_bidirectional_rnn(op, rw, emulate=False)
+
+
+def lower_bidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     for failure in (_float_sequence_op(op, (1, 2, 3, 5, 6, 7, 10, 11)), _no_aux_input(op, 9)):
         if failure is not None:
             return failure
@@ -620,7 +692,9 @@ def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     elem = _result_element(op)
     results = []
     for indices, reverse in (((1, 2, 3, 4), False), ((5, 6, 7, 8), True)):
-        d = rnn_direction(rw, op, indices, batch, elem)
+        d = _direction(op, rnn_direction(rw, op, indices, batch, elem),
+                       {"input_weights": indices[:1], "recurrent_weights": indices[1:2]},
+                       emulate)
         if isinstance(d, Failure):
             return d
         output = unrolled_sequence(rw, op, d, x, time_major, reverse)

@@ -126,6 +126,46 @@ def test_one_job_runs_models_one_at_a_time(tmp_path):
     assert result.report["models"][0]["status"] == "timeout"  # b never ran beside a
 
 
+def test_a_model_does_not_see_what_an_earlier_model_left_in_its_worker(tmp_path):
+    """Each "leave" model fails if an earlier model's global state (and 200 MB of
+    memory) is still there; one worker runs all three, one after the other."""
+    models = make_models(tmp_path / "zoo", {f"{n}.tflite": "leave" for n in "abc"})
+    result = run_batch(options(tmp_path, [str(models)], jobs=1), job=scripted_job)
+    assert [(r["status"], r["error"]) for r in result.report["models"]] == [("pass", None)] * 3
+
+
+def test_worker_start_up_does_not_count_against_the_timeout(tmp_path, monkeypatch):
+    """The job's module takes 3 s to import in each fresh worker; every model's own
+    work is instant, so a 1 s timeout must time out none of them."""
+    from slow_start_job import slow_start_job
+
+    monkeypatch.setenv("TFL2TOSA_TEST_IMPORT_DELAY", "3")
+    models = make_models(tmp_path / "zoo", {f"{n}.tflite": "pass" for n in "abcd"})
+    result = run_batch(options(tmp_path, [str(models)], jobs=2, timeout=1.0),
+                       job=slow_start_job)
+    assert [r["status"] for r in result.report["models"]] == ["pass"] * 4
+    # The timeout still holds once the worker is ready.
+    models = make_models(tmp_path / "zoo2", {"slow.tflite": "sleep 30"})
+    result = run_batch(options(tmp_path, [str(models)], jobs=1, timeout=1.0,
+                               out_dir=str(tmp_path / "out2")), job=slow_start_job)
+    assert result.report["models"][0]["status"] == "timeout"
+
+
+def test_a_worker_stuck_in_start_up_is_killed_after_the_start_up_limit(tmp_path, monkeypatch):
+    import slow_start_job  # here, before the delay below is set
+
+    from tfl2tosa.batch import pool
+
+    monkeypatch.setenv("TFL2TOSA_TEST_IMPORT_DELAY", "3600")
+    monkeypatch.setattr(pool, "STARTUP_LIMIT", 2.0)
+    models = make_models(tmp_path / "zoo", {"a.tflite": "pass"})
+    result = run_batch(options(tmp_path, [str(models)], jobs=1, timeout=1.0),
+                       job=slow_start_job.slow_start_job)
+    record = result.report["models"][0]
+    assert record["status"] == "timeout"
+    assert "did not start within 2 s" in record["error"]
+
+
 def test_the_crash_hook_variable_crashes_the_named_model_only(tmp_path, monkeypatch):
     monkeypatch.setenv(TEST_CRASH_VARIABLE, "victim.tflite")
     models = make_models(tmp_path / "zoo", {"victim.tflite": "pass", "other.tflite": "pass"})

@@ -159,13 +159,13 @@ def test_top_level_python_api() -> None:
 def test_internal_error_is_one_line_with_exit_70(monkeypatch, capsys, tmp_path: Path) -> None:
     # A bug of ours (here: an exception the library does not expect) must still
     # reach the user as one line, never a traceback.
-    import tfl2tosa.cli.convert as convert_command
+    import tfl2tosa.pipeline as pipeline  # the command imports convert from here when it runs
     from tfl2tosa.cli import main
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero\nsecond line")
 
-    monkeypatch.setattr(convert_command, "convert", broken)
+    monkeypatch.setattr(pipeline, "convert", broken)
     monkeypatch.setattr(sys, "argv", ["tfl2tosa", "convert", str(FLOAT_ADD), "-o",
                                       str(tmp_path / "x.tosa")])
     with pytest.raises(SystemExit) as exit_info:

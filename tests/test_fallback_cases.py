@@ -459,8 +459,8 @@ def test_zoo_quantize_dequantize_exact(relative: str) -> None:
     module, conversion, report = check(MODELS / relative, feeds)
     assert not fallback_ops(conversion)
     assert all(o.exact for o in report.outputs), describe(report)
-    # DEQUANTIZE is exact, so validate holds the pair to exactness (not the
-    # range-relative tolerance of hybrid ops, which an identity graph would pass).
+    # DEQUANTIZE is exact, so validate holds the pair to exactness (an identity
+    # graph would pass a looser float tolerance).
     assert all(o.tolerance.startswith("exact") for o in report.outputs), describe(report)
     assert {"tosa.cast", "tosa.clamp"} <= {op.name for _, op in module.ops()}
 

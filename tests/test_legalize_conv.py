@@ -4,12 +4,12 @@ and checked against the TFLite interpreter and Arm's reference model
 (`check_model`). The converter-made models of the zoo are covered by
 test_float_zoo.py.
 
-Also here: hybrid (dynamic range) ops, float activations with int8 weights.
-Our lowering dequantizes the weights and computes in float; TFLite's hybrid
-kernels quantize the activations at run time. The tests pin both facts: the
-lowering equals TFLite's float kernel on the dequantized weights, and differs
-from TFLite's hybrid kernel by no more than the activations' quantization
-error can explain.
+Also here: hybrid (dynamic range) ops in `--hybrid float` mode, float
+activations with int8 weights dequantized at conversion time (the emulation of
+TFLite's hybrid kernels, the default, is tests/test_hybrid.py). The tests pin
+two facts: the float lowering equals TFLite's float kernel on the dequantized
+weights, and differs from TFLite's hybrid kernel by no more than the
+activations' quantization error can explain.
 """
 
 from __future__ import annotations
@@ -438,13 +438,13 @@ HYBRID_OTHER_CASES = [
 
 @pytest.mark.parametrize("case", HYBRID_CASES + HYBRID_OTHER_CASES)
 def test_hybrid_equals_float_kernel_on_dequantized_weights(case: OneOp, tmp_path: Path) -> None:
-    """Our lowering of the int8-weight model matches TFLite's float kernel on the
-    same model with the weights dequantized (arithmetic tolerance)."""
+    """The float-mode lowering of the int8-weight model matches TFLite's float
+    kernel on the same model with the weights dequantized (arithmetic tolerance)."""
     from conftest import TfliteBuilder
 
     hybrid = write(tmp_path, "hybrid", case.build(TfliteBuilder()))
     float_model = write(tmp_path, "float", case.build(TfliteBuilder(), dequantize_weights=True))
-    module, conversion = convert(hybrid)
+    module, conversion = convert(hybrid, hybrid="float")
     assert f"tfl.{case.code.lower()}" in {o["op_name"] for o in conversion.outcomes}
     report = validate(float_model, module=module, conversion=conversion, runs=2)
     assert report.passed, [o.__dict__ for o in report.outputs]
@@ -462,7 +462,7 @@ def test_hybrid_gap_is_activation_quantization(case: OneOp, tmp_path: Path) -> N
     import reference_model
 
     data = case.build(TfliteBuilder())
-    module, _ = convert(write(tmp_path, "hybrid", data))
+    module, _ = convert(write(tmp_path, "hybrid", data), hybrid="float")
     x = RNG.uniform(-2.0, 2.0, size=(3, 16)).astype(np.float32)
     theirs = tflite_outputs(data, [x])[0]
     ours = next(iter(reference_model.run(module, [x]).values()))

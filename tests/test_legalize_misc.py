@@ -420,9 +420,12 @@ def test_svdf_first_invocation(name: str, builder, tmp_path: Path) -> None:
     check(svdf_model(builder, tmp_path / f"{name}.tflite", SVDF[name]), runs=1)
 
 
-def test_svdf_hybrid_int8_weights(builder, tmp_path: Path) -> None:
-    """int8 weights with float activations: dequantized weights in float; TFLite
-    quantizes the input rows at run time, hence the hybrid tolerance."""
+@pytest.mark.parametrize("asymmetric", [False, True], ids=["symmetric", "asymmetric"])
+def test_svdf_hybrid_int8_weights(asymmetric: bool, builder, tmp_path: Path) -> None:
+    """int8 weights with float activations: the feature product emulates
+    TFLite's hybrid kernel (input rows quantized at run time), judged on TFLite's
+    hybrid SVDF; with `--hybrid float` the weights are dequantized and the judge
+    is TFLite on the model with those weights dequantized."""
     rng = np.random.default_rng(2)
     batch, inputs, units, rank, memory = 2, 4, 3, 2, 4
     filters = units * rank
@@ -435,9 +438,13 @@ def test_svdf_hybrid_int8_weights(builder, tmp_path: Path) -> None:
     state = builder.tensor([batch, filters * memory], "FLOAT32", "state", is_variable=True)
     path = one_op(builder, tmp_path / "hybrid.tflite", "SVDF", [x, features, times, bias, state],
                   [batch, units], graph_inputs=[x],
-                  options=builder.options("SVDFOptions", rank=rank))
-    _, report = check(path, runs=1)
-    assert all(o.tolerance.startswith("hybrid") for o in report.outputs)
+                  options=builder.options("SVDFOptions", rank=rank,
+                                          asymmetricQuantizeInputs=asymmetric))
+    conversion, report = check(path, runs=1)
+    assert any("emulate TFLite's hybrid kernels" in note for note in report.notes)
+    assert "svdf_hybrid" in {o["pattern"] for o in conversion.outcomes}
+    report = validate(path, runs=1, hybrid="float")
+    assert report.passed and any("dequantized" in note for note in report.notes)
 
 
 # ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from legalize.quantized import (
     mean_multiplier,
     quantize_multiplier,
     quantize_multiplier_16,
+    quantize_multipliers,
     quantize_scalar,
     round_half_away,
     rounding_divide_by_pot,
@@ -113,6 +114,54 @@ def test_quantize_multiplier_16(scale: float, expected: tuple[int, int]) -> None
 def test_quantize_multiplier_16_rejects_shift_below_two() -> None:
     with pytest.raises(UnsupportedScale):
         quantize_multiplier_16(2.0 ** 13)  # e = 14: shift 1
+
+
+def _edge_scales() -> np.ndarray:
+    """Scales at every boundary of the scalar definitions, and a random spread."""
+    hand = [case.values[0] for case in MULTIPLIER_CASES + MULTIPLIER_16_CASES]
+    boundaries = []
+    for e in range(-40, 30):
+        base = 2.0 ** e
+        boundaries += [base, math.nextafter(base, 0), math.nextafter(base, math.inf),
+                       base * (1 + 2.0 ** -31), base * (1 + 2.0 ** -32), base * (1 - 2.0 ** -33),
+                       base * 0x7FFF0000 / 2.0 ** 31, base * 0x7FFEFFFF / 2.0 ** 31,
+                       base * 0x40008000 / 2.0 ** 31, base * 0x40007FFF / 2.0 ** 31]
+    rng = np.random.default_rng(18)
+    spread = np.exp2(rng.uniform(-40.0, 13.0, 20000))
+    # Exact mantissa ties: an odd integer k over 2^32 has its half bit set in q * 2^31.
+    ties = (2 * rng.integers(1 << 29, 1 << 30, 2000) + 1) / 2.0 ** 32
+    tiny = [5e-324, 1e-310, 2.0 ** -1074 * 3]
+    return np.concatenate([hand, boundaries, spread, ties, tiny, [0.0]]).astype(np.float64)
+
+
+@pytest.mark.parametrize("scale32", [True, False], ids=["scale32", "scale16"])
+def test_quantize_multipliers_matches_the_scalar_definition(scale32: bool) -> None:
+    """The vectorised per-channel form gives, scale by scale, the integers of
+    quantize_multiplier / quantize_multiplier_16 (themselves pinned to hand
+    derivations above); scales whose shift is below 2 must raise in both."""
+    scalar = quantize_multiplier if scale32 else quantize_multiplier_16
+    limit = 2.0 ** (28 if scale32 else 12)
+    scales = _edge_scales()
+    scales = scales[scales < limit * 2]
+    expected = []
+    for scale in scales.tolist():
+        try:
+            expected.append(scalar(scale))
+        except UnsupportedScale:
+            with pytest.raises(UnsupportedScale):
+                quantize_multipliers([scale], scale32)
+            expected.append(None)
+    keep = np.array([e is not None for e in expected])
+    multipliers, shifts = quantize_multipliers(scales[keep], scale32)
+    assert multipliers.dtype == shifts.dtype == np.int64
+    assert list(zip(multipliers.tolist(), shifts.tolist())) == [e for e in expected if e]
+    assert not keep.all()  # the boundary scales above the limit were exercised
+
+
+@pytest.mark.parametrize("bad", [-0.5, math.nan, math.inf, 2.0 ** 29])
+def test_quantize_multipliers_rejects_any_bad_channel(bad: float) -> None:
+    with pytest.raises(UnsupportedScale):
+        quantize_multipliers([0.25, bad, 0.5])
 
 
 def test_multiplier_times_shift_approximates_scale() -> None:

@@ -37,6 +37,9 @@ CONSTANT_OPS = frozenset({"tfl.pseudo_const", "tfl.no_value", "tosa.const", "tos
 # Ops the importer makes for tensors rather than TFLite operators: constants, the
 # absent optional operand, the state tensors of recurrent ops.
 TENSOR_OPS = CONSTANT_OPS | {"tfl.variable"}
+# How hybrid (dynamic-range) ops compute: "emulate" TFLite's hybrid kernels
+# (legalize.hybrid), or "float" on dequantized weights (legalize.conv).
+HYBRID_MODES = ("emulate", "float")
 
 
 @dataclass
@@ -53,6 +56,7 @@ class ConversionReport:
     composites: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    hybrid: str = "emulate"  # the mode asked for; each op's pattern says what it got
 
     def count(self, path: str) -> int:
         return sum(1 for o in self.outcomes if o["path"] == path)
@@ -101,13 +105,16 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             profiles: tuple[str, ...] = DEFAULT_PROFILES,
             extensions: tuple[str, ...] | None = None,
             verify: bool = True, kernels: str = "reference",
+            hybrid: str = "emulate",
             on_stage: Callable[[str], None] | None = None) -> tuple[Module, ConversionReport]:
     """Convert a TFLite model (path or bytes) to a verified TOSA Module.
 
     `kernels` picks which of TFLite's kernels integer ops reproduce where they
     differ: "reference" (BUILTIN_REF) or "optimized" (the builtin kernels users'
-    devices run; see tfl2tosa.kernels). `on_stage` is called with each stage's
-    name as it starts (a progress display).
+    devices run; see tfl2tosa.kernels). `hybrid` is how ops with int8 weights
+    and float activations compute: "emulate" (TFLite's hybrid kernels,
+    run-time quantized activations) or "float" (dequantized weights).
+    `on_stage` is called with each stage's name as it starts (a progress display).
 
     Raises ConversionError listing every op that could not be converted (with
     its types and TFLite location), or VerificationError for a graph that
@@ -127,8 +134,14 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     if unknown:
         raise UsageError(f"no pattern labelled {', '.join(unknown)} (see `--disable`: "
                          "labels are the pattern names in the conversion report)")
+    if hybrid not in HYBRID_MODES:
+        raise UsageError(f"--hybrid must be one of {', '.join(HYBRID_MODES)}, not {hybrid!r}")
+    if hybrid == "float":
+        from legalize.hybrid import HYBRID_LABELS
+
+        disabled = frozenset(disabled) | HYBRID_LABELS
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
-    report = ConversionReport(model=name, kernels=kernels)
+    report = ConversionReport(model=name, kernels=kernels, hybrid=hybrid)
     module = _timed(report, "import", load, source, on_stage=on_stage)
     report.ops_in = op_counts(module)
     report.composites = _timed(report, "inline_calls", inline_calls, module,

@@ -36,6 +36,7 @@ class JobOptions:
     seed: int = 0
     # validate's --input-range texts ([NAME|INDEX=]LOW:HIGH), for every model.
     input_ranges: tuple[str, ...] = ()
+    hybrid: str = "emulate"            # convert's --hybrid
 
     def fingerprint(self) -> dict[str, Any]:
         """The options a model's result depends on (what --resume must match)."""
@@ -49,6 +50,22 @@ class JobOptions:
 Job = Callable[[str, JobOptions], dict[str, Any]]
 
 
+def warm_up_modules(job: Job, validate: bool) -> tuple[str, ...]:
+    """What a worker imports before its first model (see worker.import_for_jobs):
+    the converter and, to validate, the TFLite runtime; an injected job's module."""
+    if job is not convert_and_validate:
+        return (job.__module__,)
+    # What convert() and emit() import when first called (the pattern families
+    # a model needs come on top, a few each).
+    modules = ("tfl2tosa.pipeline", "legalize", "legalize.calls", "tfl2tosa.passes",
+               "tfl2tosa.quant", "tfl2tosa.stateful", "tfl2tosa.tflite_import",
+               "tfl2tosa.tosa.verify", "tfl2tosa.tosa.writer")
+    if validate:
+        modules += ("tfl2tosa.validation", "reference_model", "numpy.random",
+                    "tensorflow|ai_edge_litert.interpreter")
+    return modules
+
+
 def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
     """Convert `path`, write the `.tosa`, then validate against TFLite."""
     from tfl2tosa.pipeline import convert, emit, write_atomically
@@ -57,7 +74,8 @@ def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         module, report = convert(path, fallback=options.fallback,
-                                 disabled=frozenset(options.disabled))
+                                 disabled=frozenset(options.disabled),
+                                 hybrid=options.hybrid)
         if options.output is not None:
             write_atomically(options.output, emit(module, "tosa"))
     except MemoryError:

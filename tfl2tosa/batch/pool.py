@@ -8,8 +8,10 @@ pipe (a result) and process sentinel (death) with a deadline (`timeout`):
 - the worker dies first: status crash (a signal or an exit code), or oom when
   SIGKILL came from outside (the kernel's OOM killer);
 - the deadline passes: the worker is killed, status timeout. The deadline runs
-  from the model's dispatch, so a fresh worker's start-up (and its first
-  TensorFlow import, a few seconds) counts against the first model it gets.
+  from the moment the worker can start the model: a fresh worker's start-up
+  and imports (TensorFlow's: seconds) are not the model's time; a worker
+  that is not ready within STARTUP_LIMIT is killed, and its model reported
+  as timed out with that reason.
 
 Each worker writes its output to a log file; the log written during a model
 that crashed, hung or ran out of memory is attached to its result.
@@ -18,6 +20,7 @@ that crashed, hung or ran out of memory is attached to its result.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 from collections import deque
@@ -28,9 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from tfl2tosa.batch.job import Job, JobOptions
-from tfl2tosa.batch.worker import worker_main
+from tfl2tosa.batch.worker import READY, worker_main
 
 LOG_TAIL_CHARACTERS = 4000
+# How long a fresh worker may take to import the converter and TensorFlow
+# before it is presumed stuck (a loaded machine can take tens of seconds).
+STARTUP_LIMIT = 300.0
 
 
 @dataclass
@@ -43,25 +49,38 @@ class Task:
 class _Worker:
     """One worker process, the pipe to it, and the task it is on."""
 
-    def __init__(self, context: Any, log_path: Path, memory_limit: int | None) -> None:
+    def __init__(self, context: Any, log_path: Path, memory_limit: int | None,
+                 warm_up: tuple[str, ...]) -> None:
         self.conn, child_conn = context.Pipe()
         self.log_path = log_path
         self.process = context.Process(target=worker_main,
-                                       args=(child_conn, str(log_path), memory_limit),
+                                       args=(child_conn, str(log_path), memory_limit, warm_up),
                                        daemon=True)
         self.process.start()
         child_conn.close()
+        self.ready = False
         self.task: Task | None = None
-        self.deadline = float("inf")
+        self.timeout: float | None = None
+        self.deadline = time.monotonic() + STARTUP_LIMIT
         self.log_offset = 0
-        self.started = 0.0
+        self.started = time.monotonic()
 
     def assign(self, task: Task, job: Job, timeout: float | None) -> None:
         self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout if timeout else float("inf")
         self.task = task
+        self.timeout = timeout
+        if self.ready:
+            self._start_clock()
         self.conn.send((task.id, task.path, task.options, job))
+
+    def became_ready(self) -> None:
+        self.ready = True
+        if self.task is not None:
+            self._start_clock()
+
+    def _start_clock(self) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + self.timeout if self.timeout else float("inf")
 
     def log_tail(self) -> str:
         try:
@@ -74,7 +93,10 @@ class _Worker:
 
     def kill(self) -> None:
         if self.process.is_alive():
-            self.process.kill()
+            try:  # the worker's group: the worker and the fork running a model
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except OSError:  # not yet its own group leader: no fork exists yet
+                self.process.kill()
         self.process.join()
         self.conn.close()
 
@@ -90,7 +112,7 @@ class _Worker:
 
 
 def run_tasks(tasks: list[Task], job: Job, *, jobs: int, timeout: float | None,
-              memory_limit: int | None, log_dir: Path,
+              memory_limit: int | None, log_dir: Path, warm_up: tuple[str, ...] = (),
               on_start: Callable[[Task], None] = lambda task: None,
               on_finish: Callable[[Task, dict[str, Any]], None] = lambda task, result: None
               ) -> None:
@@ -121,7 +143,7 @@ def run_tasks(tasks: list[Task], job: Job, *, jobs: int, timeout: float | None,
                     if worker is None:
                         spawned += 1
                         worker = workers[slot] = _Worker(
-                            context, log_dir / f"worker-{spawned}.log", memory_limit)
+                            context, log_dir / f"worker-{spawned}.log", memory_limit, warm_up)
                     task = pending.popleft()
                     worker.assign(task, job, timeout)
                     on_start(task)
@@ -136,8 +158,9 @@ def run_tasks(tasks: list[Task], job: Job, *, jobs: int, timeout: float | None,
                 if worker.conn in ready or worker.process.sentinel in ready:
                     _collect(slot, worker, finish, retire)
                 elif time.monotonic() >= worker.deadline:
-                    retire(slot, {"status": "timeout",
-                                  "error": f"no result after {timeout:g} s: worker killed"})
+                    retire(slot, {"status": "timeout", "error": (
+                        f"no result after {timeout:g} s: worker killed" if worker.ready else
+                        f"the worker did not start within {STARTUP_LIMIT:g} s: killed")})
     finally:
         # Idle workers exit on request (all asked first, so they shut down together);
         # a worker still on a task (an exception or ^C in the parent) is killed.
@@ -156,7 +179,11 @@ def _collect(slot: int, worker: _Worker, finish: Callable, retire: Callable) -> 
     """A worker's pipe or sentinel is ready: take its result, or diagnose its death."""
     try:
         if worker.conn.poll():
-            _, result = worker.conn.recv()  # one task at a time: it is this worker's
+            message = worker.conn.recv()
+            if message == READY:
+                worker.became_ready()
+                return
+            _, result = message  # one task at a time: it is this worker's
             if result["status"] == "oom":
                 retire(slot, result)  # the worker exits after a MemoryError
             else:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tfl2tosa.batch.discover import ModelInput, UsageError, discover, select_shard
-from tfl2tosa.batch.job import Job, JobOptions, convert_and_validate
+from tfl2tosa.batch.job import Job, JobOptions, convert_and_validate, warm_up_modules
 from tfl2tosa.batch.junit import to_junit
 from tfl2tosa.batch.kaggle import Downloader, kagglehub_download
 from tfl2tosa.batch.markdown import to_markdown
@@ -51,6 +51,7 @@ class BatchOptions:
     runs: int = 3
     seed: int = 0
     input_ranges: tuple[str, ...] = ()   # validate's --input-range, for every model
+    hybrid: str = "emulate"              # convert's --hybrid, for every model
     shard: tuple[int, int] | None = None
     resume: bool = False
     baseline: str | None = None
@@ -63,7 +64,7 @@ class BatchOptions:
     def job_options(self, output: str | None) -> JobOptions:
         return JobOptions(output=output, validate=self.validate, fallback=self.fallback,
                           disabled=tuple(self.disabled), runs=self.runs, seed=self.seed,
-                          input_ranges=tuple(self.input_ranges))
+                          input_ranges=tuple(self.input_ranges), hybrid=self.hybrid)
 
     def limits(self) -> dict[str, Any]:
         return {"timeout_s": self.timeout, "memory_limit_bytes": self.memory_limit}
@@ -195,6 +196,7 @@ def _run(todo: list[tuple[ModelInput, str, int]], options: BatchOptions, job: Jo
     with tempfile.TemporaryDirectory(prefix="tfl2tosa-batch-logs-") as log_dir:
         run_tasks(tasks, job, jobs=options.jobs, timeout=options.timeout,
                   memory_limit=options.memory_limit, log_dir=Path(log_dir),
+                  warm_up=warm_up_modules(job, options.validate),
                   on_start=lambda task: listener.started(by_task[task.id][0]),
                   on_finish=on_finish)
 

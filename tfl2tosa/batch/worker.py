@@ -1,10 +1,17 @@
 """The worker process: runs jobs one model at a time, isolated from the batch.
 
 Workers are started with the `spawn` method (a fresh interpreter: no state,
-threads or locks inherited from the parent) and live on from model to model
-so that TensorFlow is imported once per worker, not once per model. A worker
-that crashes, hangs or runs out of memory is replaced; the model it was on is
-reported with that status by the parent (see pool.py).
+threads or locks inherited from the parent). A worker first imports what the
+job needs (the converter, TensorFlow for validation) and tells the parent it
+is ready; the parent's per-model deadline starts only then. After that the
+worker is a warm template that never runs a model itself: each model runs in
+a fork of it, so imports are paid once per worker while no model sees
+another's memory growth or global state. The worker waits for the fork and,
+if it died without a result, dies the same way (same signal or exit code),
+so the parent diagnoses it as before. A worker that crashes, hangs or runs
+out of memory is replaced; the model it was on is reported with that status
+by the parent (see pool.py). A worker is the leader of its own process group,
+so killing the group on a timeout takes the fork with it.
 
 Inside the worker
 - stdout and stderr (TensorFlow's logging, faulthandler's crash traceback)
@@ -24,6 +31,7 @@ batch was started with.
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import os
 import resource
 import signal
@@ -41,15 +49,23 @@ TEST_CRASH_VARIABLE = "TFL2TOSA_TEST_CRASH_ON"
 # (task id, model path, options, job) from the parent; None asks the worker to exit.
 Task = tuple[int, str, JobOptions, Job]
 
+# The worker's first message: its imports are done, models' deadlines may start.
+READY = "ready"
 
-def worker_main(conn: Connection, log_path: str, memory_limit: int | None) -> None:
-    """Entry point of a spawned worker: serve tasks until told to stop."""
+
+def worker_main(conn: Connection, log_path: str, memory_limit: int | None,
+                warm_up: tuple[str, ...] = ()) -> None:
+    """Entry point of a spawned worker: import `warm_up`, then serve tasks, each
+    in a fork, until told to stop."""
+    os.setpgrp()
     log = open(log_path, "ab", buffering=0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     faulthandler.enable(file=log)
     if memory_limit is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    import_for_jobs(warm_up)
+    conn.send(READY)
     while True:
         try:
             task: Task | None = conn.recv()
@@ -57,6 +73,33 @@ def worker_main(conn: Connection, log_path: str, memory_limit: int | None) -> No
             return
         if task is None:
             return
+        pid = os.fork()
+        if pid == 0:
+            _serve_in_fork(conn, task)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            _die_like(status)
+
+
+def import_for_jobs(modules: tuple[str, ...]) -> None:
+    """Import what every job will need, so that forks find it loaded. An entry
+    "a|b" imports the first of a, b that exists. A module that fails to import
+    is left to fail in the job, where it is reported."""
+    # Quiet TensorFlow's C++ logging before it loads, as validation does.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    for entry in modules:
+        for name in entry.split("|"):
+            try:
+                importlib.import_module(name)
+                break
+            except Exception as exc:
+                print(f"warm-up: cannot import {name}: {first_line(exc)}", flush=True)
+
+
+def _serve_in_fork(conn: Connection, task: Task) -> None:
+    """Run one task in the fork and exit it; never returns."""
+    code = 1
+    try:
         task_id, path, options, job = task
         print(f"--- {path}", flush=True)
         _crash_if_test_asks(path)
@@ -68,8 +111,23 @@ def worker_main(conn: Connection, log_path: str, memory_limit: int | None) -> No
         except Exception as exc:  # an injected job returned something unpicklable
             conn.send((task_id, {"status": "error",
                                  "error": f"cannot return the result: {first_line(exc)}"}))
-        if result["status"] == "oom":
-            return  # after a MemoryError the heap may be in any state: start afresh
+        code = 0
+    except SystemExit as exc:  # a job calling sys.exit: the worker exits with its code
+        # (0 is kept for "result sent", so the worker goes on only then)
+        code = exc.code if isinstance(exc.code, int) and exc.code != 0 else 1
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def _die_like(status: int) -> None:
+    """End the worker as its fork ended (a signal or an exit code without a result)."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        faulthandler.disable()  # the fork's dump is in the log already
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 def run_job(job: Job, path: str, options: JobOptions) -> dict[str, Any]:

@@ -48,6 +48,11 @@ import typer  # noqa: E402  (after the process tuning above)
 
 from tfl2tosa.errors import Tfl2TosaError, VerificationError  # noqa: E402
 
+# convert / validate / batch --hybrid.
+HYBRID_HELP = ("How ops with int8 weights and float activations (dynamic-range models) "
+               "compute: emulate (TFLite's hybrid kernels: activations quantized at run "
+               "time, integer products) or float (dequantized weights).")
+
 app = typer.Typer(
     name="tfl2tosa",
     help="Convert TensorFlow Lite models to TOSA 1.0 and check the result.\n\n"
@@ -106,6 +111,14 @@ def hoist_verbose(args: list[str]) -> list[str]:
         return args
     rest = [a for a in args[:end] if a not in VERBOSE_FLAGS] + args[end:]
     return ["--verbose", *rest]
+
+
+def default_elide() -> int:
+    """`--elide`'s default, the IR printer's, read when a command runs (the
+    printer loads numpy, which `--help` must not)."""
+    from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS
+
+    return DEFAULT_ELIDE_ELEMENTS
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

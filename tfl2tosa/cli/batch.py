@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from tfl2tosa.cli import app, fail
+from tfl2tosa.cli import HYBRID_HELP, app, fail
 
 report_app = typer.Typer(help="Work with batch reports.", no_args_is_help=True)
 app.add_typer(report_app, name="report")
@@ -69,6 +69,7 @@ def batch_command(
     no_fallback: bool = typer.Option(False, "--no-fallback",
                                      help="Refuse quantized ops without an integer lowering."),
     disable: list[str] = typer.Option([], "--disable", help="Switch a pattern off (by label)."),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     runs: int = typer.Option(3, "--runs", min=1, help="Random inputs per validation."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     input_range: list[str] = typer.Option(
@@ -110,7 +111,7 @@ def batch_command(
             inputs=list(inputs), out_dir=str(out), jobs=jobs, timeout=timeout or None,
             memory_limit=parse_size(memory_limit), validate=not no_validate,
             fallback=not no_fallback, disabled=tuple(disable), runs=runs, seed=seed,
-            input_ranges=tuple(input_range),
+            input_ranges=tuple(input_range), hybrid=hybrid,
             shard=parse_shard(shard) if shard else None, resume=resume,
             baseline=str(baseline) if baseline else None, root=str(root) if root else None,
             json_path=str(json_path) if json_path else None,

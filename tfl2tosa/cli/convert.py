@@ -5,20 +5,16 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import HYBRID_HELP, app
 from tfl2tosa.cli.terminal import human_size, progress_line, summary_line
 from tfl2tosa.errors import ConversionError, UsageError
-from tfl2tosa.pipeline import (
-    DEFAULT_PROFILES,
-    ConversionReport,
-    check_writable,
-    convert,
-    emit,
-    write_atomically,
-)
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    from tfl2tosa.pipeline import ConversionReport
 
 EXAMPLES = """
 
@@ -34,6 +30,12 @@ Examples:
 """
 
 
+def _default_profiles() -> list[str]:
+    from tfl2tosa.pipeline import DEFAULT_PROFILES
+
+    return list(DEFAULT_PROFILES)
+
+
 @app.command("convert", help="Convert a TFLite model to TOSA. Nothing is written unless the "
                              "whole model converts." + EXAMPLES)
 def convert_command(
@@ -45,9 +47,11 @@ def convert_command(
     emit_form: str = typer.Option("tosa", "--emit",
                                   help="tosa (flatbuffer), mlir (TOSA MLIR text) or tfl "
                                        "(the imported TFLite graph as MLIR, not converted)."),
-    profile: list[str] = typer.Option(list(DEFAULT_PROFILES), "--profile",
+    profile: list[str] = typer.Option(..., "--profile", default_factory=_default_profiles,
+                                      show_default=False,
                                       help="TOSA profile the output must conform to "
-                                           "(PRO-INT, PRO-FP; repeat for several)."),
+                                           "(PRO-INT, PRO-FP; repeat for several; default: "
+                                           "both)."),
     extension: list[str] = typer.Option(None, "--extension",
                                         help="TOSA extension the output may use, e.g. "
                                              "EXT-INT16 (repeat for several; default: every "
@@ -61,12 +65,15 @@ def convert_command(
                                 help="Write the conversion report (JSON) to this file."),
     quiet: bool = typer.Option(False, "--quiet", "-q",
                                help="No progress line and no summary line on the terminal."),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     kernels: str = typer.Option("reference", "--kernels",
                                 help="Which TFLite kernels integer ops reproduce where they "
                                      "round differently: reference (BUILTIN_REF) or optimized "
                                      "(the builtin kernels devices run; `validate` picks this "
                                      "when the reference resolver lacks an op version)."),
 ) -> None:
+    from tfl2tosa.pipeline import check_writable, convert, emit, write_atomically
+
     if emit_form not in ("tosa", "mlir", "tfl"):
         raise UsageError(f"--emit {emit_form}: choose tosa, mlir or tfl")
     if emit_form == "tfl" and report is not None:
@@ -97,7 +104,7 @@ def convert_command(
                 module, conversion = convert(
                     source, fallback=not no_fallback, disabled=frozenset(disable),
                     profiles=profiles, extensions=extensions, kernels=kernels,
-                    on_stage=show)
+                    hybrid=hybrid, on_stage=show)
             except ConversionError as exc:
                 if report is not None:
                     write_atomically(report, _failure_report(model, exc).encode())

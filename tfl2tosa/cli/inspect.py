@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import app, default_elide
 from tfl2tosa.cli.summary import graph_entries, op_counts, print_op_table
-from tfl2tosa.ir.core import Module, Op
-from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS, print_module
-from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
-from tfl2tosa.pipeline import TENSOR_OPS
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    from tfl2tosa.ir.core import Module, Op
 
 CONSTANT = "tfl.pseudo_const"  # a constant tensor, as the importer represents it
 
@@ -26,13 +25,14 @@ CONSTANT = "tfl.pseudo_const"  # a constant tensor, as the importer represents i
                              "  tfl2tosa inspect model.tflite --elide -1 > model.tfl.mlir")
 def inspect_command(
     model: str = typer.Argument(..., help="The .tflite file, or - for standard input."),
-    elide: int = typer.Option(DEFAULT_ELIDE_ELEMENTS, "--elide", metavar="N",
+    elide: int = typer.Option(..., "--elide", metavar="N", default_factory=default_elide,
                               help="Print constants with more than N elements as "
                                    "dense_resource<__elided__>; -1 prints every value."),
     as_json: bool = typer.Option(False, "--json",
                                  help="Print op counts, graph signatures and tensor counts "
                                       "as JSON instead of the MLIR text and table."),
 ) -> None:
+    from tfl2tosa.ir.printer import print_module
     from tfl2tosa.tflite_import import load
 
     source: str | bytes = sys.stdin.buffer.read() if model == "-" else model
@@ -53,6 +53,8 @@ def element_label(op: Op) -> str:
     Quantized types are shortened to their storage (`quant<i8>`, `quant<i8>/axis`):
     scales differ per tensor and would make every row unique.
     """
+    from tfl2tosa.ir.types import TensorType, UniformQuantized, UniformQuantizedPerAxis
+
     values = op.results or op.operands
     if not values or not isinstance(values[0].type, TensorType):
         return str(values[0].type) if values else "-"
@@ -67,6 +69,8 @@ def element_label(op: Op) -> str:
 def summarize(module: Module, model: str) -> dict[str, Any]:
     """Counts as TFLite and Netron give them: `operators` are the graph's operators;
     constant tensors (`tfl.pseudo_const` here) are counted apart."""
+    from tfl2tosa.pipeline import TENSOR_OPS
+
     graphs = graph_entries(module)
     for entry, graph in zip(graphs, module.graphs.values()):
         del entry["ops"]

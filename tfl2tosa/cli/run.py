@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
 
 from tfl2tosa.cli import app, fail, read_npy
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    import numpy as np
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -78,6 +81,8 @@ def run_command(
                                  help="Print a JSON summary: outputs (name, file, shape, "
                                       "dtype) and the run time."),
 ) -> None:
+    import numpy as np
+
     import reference_model
     from tfl2tosa.tosa.reader import read_tosa
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfl2tosa.ir.core import Module, Op
+if TYPE_CHECKING:  # `--help` registers every command: it must not load the IR (numpy)
+    from tfl2tosa.ir.core import Module, Op
 
 
 def graph_entries(module: Module) -> list[dict[str, Any]]:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import app, default_elide
 from tfl2tosa.cli.summary import graph_entries, op_counts, print_op_table
-from tfl2tosa.ir.core import Module, Op, Value
-from tfl2tosa.ir.printer import DEFAULT_ELIDE_ELEMENTS
-from tfl2tosa.ir.types import TensorType, storage_type
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    from tfl2tosa.ir.core import Module, Op, Value
 
 
 @app.command("tosa-info", help="Print a TOSA flatbuffer as TOSA MLIR and a table of its "
@@ -22,7 +21,7 @@ from tfl2tosa.ir.types import TensorType, storage_type
                                "  tfl2tosa tosa-info model.tosa --json")
 def tosa_info_command(
     path: str = typer.Argument(..., help="The .tosa file, or - for standard input."),
-    elide: int = typer.Option(DEFAULT_ELIDE_ELEMENTS, "--elide", metavar="N",
+    elide: int = typer.Option(..., "--elide", metavar="N", default_factory=default_elide,
                               help="Print constants with more than N elements as "
                                    "dense_resource<__elided__>; -1 prints every value "
                                    "(text tosa-opt can then run)."),
@@ -46,6 +45,8 @@ def tosa_info_command(
 
 
 def _element(value: Value) -> str:
+    from tfl2tosa.ir.types import TensorType, storage_type
+
     if isinstance(value.type, TensorType):
         return str(storage_type(value.type.element))
     return str(value.type)
@@ -62,6 +63,8 @@ def type_label(op: Op) -> str:
 
 
 def _constant_bytes(module: Module) -> int:
+    import numpy as np
+
     total = 0
     for _, op in module.ops():
         for key in ("values", "initial_value"):

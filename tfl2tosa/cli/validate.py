@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tfl2tosa.cli import app
+from tfl2tosa.cli import HYBRID_HELP, app
 from tfl2tosa.errors import UsageError
 
 if TYPE_CHECKING:  # imported when the command runs: every command's start-up pays for these
@@ -51,6 +51,7 @@ def validate_command(
     backend: str = typer.Option(None, "--backend",
                                 help="TFLite runtime: ai-edge-litert or tensorflow "
                                      "(default: the first installed, in that order)."),
+    hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
     html: Path = typer.Option(None, "--html",
@@ -77,7 +78,8 @@ def validate_command(
     ranges = dict(parse_input_range(text) for text in input_range)
     with progress_line(f"validating {Path(model).name}", enabled=not quiet) as show:
         report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback,
-                          input_ranges=ranges, backend=backend, on_progress=show,
+                          input_ranges=ranges, hybrid=hybrid, backend=backend,
+                          on_progress=show,
                           keep_details=html is not None)
         if html is not None:
             from tfl2tosa.html import validation_page

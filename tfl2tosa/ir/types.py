@@ -246,15 +246,16 @@ class UniformQuantizedPerAxis(_Frozen):
                  scales: tuple[float, ...], zero_points: tuple[int, ...],
                  storage_min: int | None = None, storage_max: int | None = None) -> None:
         lo, hi = _check_storage(storage, expressed, storage_min, storage_max)
-        scales = tuple(float(s) for s in scales)
-        zero_points = tuple(int(z) for z in zero_points)
+        # map() rather than generators: a per-channel type has one entry per channel.
+        scales = tuple(map(float, scales))
+        zero_points = tuple(map(int, zero_points))
         self._set(storage=storage, expressed=expressed, axis=axis, scales=scales,
                   zero_points=zero_points, storage_min=lo, storage_max=hi)
         if len(scales) != len(zero_points) or not scales:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
         if axis < 0:
             raise IRError(f"quantized dimension must be non-negative, got {axis}")
-        if not all(s > 0 and math.isfinite(s) for s in scales):
+        if not all(map(math.isfinite, scales)) or min(scales) <= 0:
             raise IRError("quantization scales must be positive and finite")
 
     @property

@@ -1,0 +1,635 @@
+"""Hybrid ("dynamic range") ops computed as TFLite's hybrid kernels compute them:
+float activations, constant int8 weights. FULLY_CONNECTED, CONV_2D,
+DEPTHWISE_CONV_2D, BATCH_MATMUL and EMBEDDING_LOOKUP.
+
+TFLite quantizes the float activation at run time, one scale per row (a
+FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
+image), multiplies in int8 x int8 -> int32 and scales the int32 sum back to
+float. The lowering builds each step in TOSA (REDUCE_MAX/MIN, the scale, the
+rounding, CLAMP + CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
+to f32, MUL, ADD), so the result equals the interpreter's bit for bit.
+`convert --hybrid float` (the patterns' labels disabled) dequantizes the
+weights instead (legalize.conv).
+
+The arithmetic, measured against TF 2.20's interpreter (tests/test_hybrid.py)
+and read in tensor_utils / the kernels:
+- Symmetric rows (tensor_utils::SymmetricQuantizeFloats): range = max|x|,
+  scale = range / 127 and inv = 127 / range, each a float division; q =
+  round(x * inv) clamped to [-127, 127]. A row of zeros gets scale 1, q = 0.
+- Asymmetric rows (AsymmetricQuantizeFloats): rmin = min(x, 0), rmax = max(x,
+  0), scale = (rmax - rmin) / 255 in float, the zero point from whichever end
+  adds the smaller terms (`-128 - rmin / scale` or `127 - rmax / scale`),
+  nudged into [-128, 127] and rounded half away from zero; q = round(x *
+  (1 / scale)) + zero point, clamped to [-128, 127]. A row of zeros gets scale 1
+  and zero point 0. TFLite divides rmin and rmax by the unrounded double scale
+  for the zero point; here they are multiplied by the float 1 / scale, which
+  differs only where the zero point lies within an ulp of a rounding boundary.
+  One such case is common (normalized data, saturated tanh): a row with
+  max == -min has the zero point -0.5 exactly, and TFLite's double arithmetic
+  picks 0 or -1 by the rounding of (max - min) / 255; that choice is
+  reproduced from the span's mantissa (`_tied_zero_point`).
+- The rounding: the kernels quantize a row eight values at a time with
+  vector code (Neon, or its SSE emulation on x86) that rounds as
+  `trunc(v + 0.5)` for v >= 0 and `trunc(v - 0.5)` below, the addition
+  rounded in float, and the last `size % 8` values with std::round. The two
+  differ only for values within an ulp of a half, and both are built.
+- The product: FULLY_CONNECTED and BATCH_MATMUL compute `acc * (s_in * s_w)`,
+  with acc = sum(w * q) - zero_point * sum(w) for asymmetric rows, then add
+  the bias. CONV_2D with per-channel weights always quantizes asymmetrically
+  (HybridConvPerChannel), with one scale per tensor symmetrically; both then
+  compute `acc * (s_in * s_w)` + bias; padding contributes nothing to acc
+  (TFLite pads with the zero point), so the zero-point correction sums only the
+  weights that meet the image. DEPTHWISE_CONV_2D (per-channel weights only,
+  asymmetric) computes `(acc * s_w) * s_in` + bias for the output channels its
+  vector code covers (four at a time) and `(acc * s_in) * s_w` + bias for the
+  remaining `channels % 4`.
+These are the builtin (optimized) kernels; validate judges emulated models on
+them (tfl2tosa/validation.py says why).
+
+The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
+LSTM, UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN) and SVDF are legalize.rnn's and legalize.misc's
+lowerings with these products in place of their float MATMULs (imported when
+such an op is met: converting other models does not load them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from legalize.common import constant_value, fused_activation, is_none, tensor_type
+from legalize.conv import bias_operand
+from legalize.elementwise import Elementwise
+from legalize.gather import gather_along
+from legalize.registry import pattern
+from legalize.window import conv_window, trimmed_input
+from tfl2tosa.ir.core import Op, Value
+from tfl2tosa.ir.rewrite import Failure, Rewriter
+from tfl2tosa.ir.types import (
+    TensorType,
+    UniformQuantized,
+    UniformQuantizedPerAxis,
+    f32,
+    i1,
+    i8,
+    i32,
+    is_quantized,
+    storage_type,
+)
+from tfl2tosa.tosa import build
+
+# The vector code of tensor_utils quantizes this many values per step.
+VECTOR_BLOCK = 8
+# The depthwise kernel's vector code scales this many output channels per step.
+DEPTHWISE_VECTOR_CHANNELS = 4
+
+
+@dataclass(frozen=True)
+class HybridWeights:
+    """A constant int8 weight operand: its values and one float32 scale per
+    output channel (the per-tensor scale repeated), and whether TFLite saw one
+    scale or one per channel."""
+
+    values: np.ndarray
+    scales: np.ndarray
+    per_channel: bool
+
+
+def hybrid_weights(op: Op, index: int, channel_axis: int) -> HybridWeights | Failure:
+    """Operand `index` as int8 weights with zero points 0, quantized per
+    tensor or along `channel_axis`; a Failure says why an op is not hybrid."""
+    value = op.operands[index]
+    t = tensor_type(value)
+    if not is_quantized(t.element):
+        return Failure(f"{op.name}: weights are not quantized (not a hybrid op)")
+    array = constant_value(value)
+    if array is None or storage_type(t.element).name != "i8" or array.size != t.num_elements:
+        return Failure(f"{op.name}: hybrid weights must be a dense int8 constant")
+    channels = t.shape[channel_axis]
+    q = t.element
+    if isinstance(q, UniformQuantized):
+        scales, zero_points, per_channel = [q.scale] * channels, [q.zero_point], False
+    elif isinstance(q, UniformQuantizedPerAxis) and q.axis == channel_axis % len(t.shape):
+        scales, zero_points, per_channel = list(q.scales), list(q.zero_points), True
+    else:
+        return Failure(f"{op.name}: weights quantized along an axis other than the channels")
+    if any(zp != 0 for zp in zero_points):
+        return Failure(f"{op.name}: hybrid weights with a non-zero zero point")
+    return HybridWeights(np.asarray(array, dtype=np.int8).reshape(t.shape),
+                         np.asarray(scales, dtype=np.float32), per_channel)
+
+
+def require_float_data(op: Op, activations: tuple[int, ...]) -> Failure | None:
+    """Failure unless the activation operands and the result are static f32."""
+    for value in [*(op.operands[i] for i in activations), op.results[0]]:
+        t = tensor_type(value)
+        if t.element != f32 or not t.is_static:
+            return Failure(f"{op.name}: hybrid lowering needs static f32 activations")
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Run-time quantization of activation rows
+
+
+@dataclass(frozen=True)
+class QuantizedRows:
+    """Rows of int8 values (i8 [R, N]), their float scales (f32 [R, 1]) and, for
+    asymmetric rows, their zero points (i32 [R, 1])."""
+
+    values: Value
+    scales: Value
+    zero_points: Value | None
+
+
+def _round_half_away(e: Elementwise, v: Value) -> Value:
+    """std::round, exactly: floor(|v|) + (frac >= 0.5), with v's sign."""
+    a = e.abs(v)
+    f = e.floor(a)
+    up = e.greater_equal(e.sub(a, f), e.like(0.5, v))
+    r = e.select(up, e.add(f, e.like(1.0, v)), f)
+    return e.select(e.less(v, e.like(0.0, v)), e.sub(e.like(0.0, v), r), r)
+
+
+def _round_vector_code(e: Elementwise, v: Value) -> Value:
+    """tensor_utils' vector rounding: trunc(v + 0.5), or trunc(v - 0.5) for
+    v < 0, the addition rounded to float (so 0.49999997 rounds to 1)."""
+    half = e.like(0.5, v)
+    up = e.floor(e.add(v, half))
+    down = e.ceil(e.sub(v, half))
+    return e.select(e.less(v, e.like(0.0, v)), down, up)
+
+
+def _kernel_round(e: Elementwise, v: Value) -> Value:
+    """Each value of the rows `v` [R, N] rounded as the kernel rounds its
+    column: vector code for the first whole blocks of VECTOR_BLOCK, std::round
+    for the rest."""
+    n = tensor_type(v).shape[1]
+    vector_columns = n - n % VECTOR_BLOCK
+    if vector_columns == n:
+        return _round_vector_code(e, v)
+    if vector_columns == 0:
+        return _round_half_away(e, v)
+    in_vector = e.full((np.arange(n) < vector_columns).reshape(1, n), i1)
+    return e.select(in_vector, _round_vector_code(e, v), _round_half_away(e, v))
+
+
+def _reduce(rw: Rewriter, name: str, x: Value) -> Value:
+    t = tensor_type(x)
+    return build.op(rw, name, [x], t.with_shape((t.shape[0], 1)), axis=1, nan_mode="PROPAGATE")
+
+
+def _to_int8(e: Elementwise, integral: Value, low: int, high: int) -> Value:
+    clamped = build.clamp(e.rw, integral, float(low), float(high))
+    return build.cast(e.rw, clamped, i8)
+
+
+def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
+    """Each row of the f32 matrix `x` [R, N] quantized to int8 as
+    tensor_utils' Symmetric/AsymmetricQuantizeFloats do (see the module docs)."""
+    e = Elementwise(rw, 2)
+    if not asymmetric:
+        largest = _reduce(rw, "tosa.reduce_max", e.abs(x))
+        # A row of zeros: range 127 gives scale 1 and q = 0, as TFLite sets them.
+        span = e.select(e.equal(largest, e.like(0.0, x)), e.like(127.0, x), largest)
+        scale = e.divide(span, e.like(127.0, x))
+        inverse = e.divide(e.like(127.0, x), span)
+        q = _kernel_round(e, e.mul(x, inverse))
+        return QuantizedRows(_to_int8(e, q, -127, 127), scale, None)
+    zero = e.like(0.0, x)
+    low = e.minimum(_reduce(rw, "tosa.reduce_min", x), zero)
+    high = e.maximum(_reduce(rw, "tosa.reduce_max", x), zero)
+    span = e.sub(high, low)
+    empty = e.equal(span, zero)
+    scale = e.divide(e.select(empty, e.like(255.0, x), span), e.like(255.0, x))
+    inverse = e.divide(e.like(1.0, x), scale)
+    # rmin / scale and rmax / scale, which TFLite divides in double by the
+    # unrounded scale: the float product with 1 / scale moves the zero point only
+    # where it lies within an ulp of a rounding boundary, as the float scale does.
+    low_steps, high_steps = e.mul(low, inverse), e.mul(high, inverse)
+    from_low = e.sub(e.like(-128.0, x), low_steps)
+    from_high = e.sub(e.like(127.0, x), high_steps)
+    use_low = e.less(e.add(e.like(128.0, x), e.abs(low_steps)),
+                     e.add(e.like(127.0, x), e.abs(high_steps)))
+    nudged = e.select(use_low, from_low, from_high)
+    nudged = build.clamp(rw, _round_half_away(e, nudged), -128.0, 127.0)
+    tie = e.logical_and(e.equal(high, e.sub(zero, low)), e.logical_not(empty))
+    nudged = e.select(tie, _tied_zero_point(e, span), nudged)
+    zero_point_f = e.select(empty, zero, nudged)
+    q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
+    return QuantizedRows(_to_int8(e, q, -128, 127), scale, build.cast(rw, zero_point_f, i32))
+
+
+def _normalized_mantissa(e: Elementwise, span: Value) -> Value:
+    """The 24-bit integer mantissa of each positive normal `span`, as a float:
+    span times the power of two that brings it into [2^23, 2^24) (products by
+    powers of two are exact)."""
+    m = span
+    for k in (64, 32, 16, 8, 4, 2, 1):
+        m = e.select(e.greater_equal(m, e.like(2.0 ** (23 + k), m)),
+                     e.mul(m, e.like(2.0 ** -k, m)), m)
+    for k in (64, 32, 16, 8, 4, 2, 1):
+        m = e.select(e.less(m, e.like(2.0 ** (24 - k), m)), e.mul(m, e.like(2.0 ** k, m)), m)
+    return m
+
+
+def _tied_zero_point(e: Elementwise, span: Value) -> Value:
+    """TFLite's zero point for a row with max == -min, where it is -0.5 in exact
+    arithmetic. In double, with s = (max - min) / 255 rounded, it is
+    `127 - round(max / s)`: -0.5 (rounded half away: -1) unless s rounded up by
+    enough to bring max / s below 127.5 by half an ulp, which makes it 0.
+
+    Both depend on the span's 24-bit mantissa M alone: M / 255 keeps 36 or 37
+    fraction bits in double, its fraction r / 255 (r = M mod 255) repeats its 8
+    bits, so the discarded part is t / 255 with t = 32 r mod 255 (16 r when
+    M / 255 >= 2^16); s rounded up when t >= 128, and max / s then falls below
+    the midpoint when t + 64 f < 255, f the mantissa of M / 255 in [1, 2)
+    (checked against the double computation on random magnitudes)."""
+    mantissa = _normalized_mantissa(e, span)
+    whole = build.cast(e.rw, mantissa, i32)
+    divisor = e.const(255, i32)
+    r = e.sub(whole, build.mul(e.rw, e.intdiv(whole, divisor), divisor))
+    wide = e.greater_equal(whole, e.const(255 << 16, i32))
+    shifted = build.mul(e.rw, r, e.select(wide, e.const(16, i32), e.const(32, i32)))
+    t = e.sub(shifted, build.mul(e.rw, e.intdiv(shifted, divisor), divisor))
+    sixty_four_f = e.mul(mantissa, e.select(wide, e.like(1.0 / (255 * 1024), span),
+                                            e.like(1.0 / (255 * 512), span)))
+    rounded_up = e.greater_equal(t, e.const(128, i32))
+    below = e.less(e.add(build.cast(e.rw, t, f32), sixty_four_f), e.like(255.0, span))
+    return e.select(e.logical_and(rounded_up, below), e.like(0.0, span), e.like(-1.0, span))
+
+
+# ---------------------------------------------------------------------------
+# From the int32 sums back to float
+
+
+def _corrected(e: Elementwise, acc: Value, zero_points: Value | None,
+               weight_sums: np.ndarray) -> Value:
+    """acc - zero_point * (the weights each output sums), in int32."""
+    if zero_points is None:
+        return acc
+    sums = e.full(weight_sums.astype(np.int32), i32)
+    return e.sub(acc, build.mul(e.rw, e.operand(zero_points), sums))
+
+
+def _float_output(rw: Rewriter, op: Op, products: Value, bias_index: int | None
+                  ) -> Value | Failure:
+    """`products` + bias (when the op has one), then the fused activation."""
+    e = Elementwise(rw, len(tensor_type(products).shape))
+    channels = tensor_type(products).shape[-1]
+    if bias_index is not None and bias_index < len(op.operands) and \
+            not is_none(op.operands[bias_index]):
+        bias = bias_operand(rw, op, bias_index, channels, f32)
+        if isinstance(bias, Failure):
+            return bias
+        products = e.add(products, e.operand(bias))
+    return fused_activation(rw, products, op.attrs.get("fused_activation_function"))
+
+
+def _scaled(e: Elementwise, acc: Value, row_scales: Value, weight_scales: np.ndarray) -> Value:
+    """float(acc) * (s_in * s_w): the scale product first, as tensor_utils does."""
+    scale = e.mul(e.operand(row_scales), e.full(weight_scales, f32))
+    return e.mul(build.cast(e.rw, acc, f32), scale)
+
+
+# ---------------------------------------------------------------------------
+# Patterns
+
+
+def _asymmetric(op: Op) -> bool:
+    return bool(op.attrs.get("asymmetric_quantize_inputs", False))
+
+
+@pattern("tfl.fully_connected", label="fully_connected_hybrid", types=("f32",))
+def fully_connected_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Rows quantized at run time, a 1x1 CONV2D i8 x i8 -> i32, then
+    `acc * (s_in * s_w) + bias` (fully_connected.cc EvalHybrid)."""
+    weights = hybrid_weights(op, 1, 0)
+    if isinstance(weights, Failure):
+        return weights
+    if (failure := require_float_data(op, (0,))) is not None:
+        return failure
+    if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
+        return Failure("tfl.fully_connected: shuffled weights or several results")
+    x = op.operands[0]
+    result = tensor_type(op.results[0])
+    oc, ic = weights.values.shape
+    rows = tensor_type(x).num_elements // ic
+    if rows * ic != tensor_type(x).num_elements or rows * oc != result.num_elements:
+        return Failure(f"tfl.fully_connected: input {tensor_type(x)} does not fit weights "
+                       f"[{oc}, {ic}]")
+    quantized = quantize_rows(rw, build.reshape(rw, x, (rows, ic)), _asymmetric(op))
+    acc = _integer_conv(rw, "tosa.conv2d", build.reshape(rw, quantized.values, (rows, 1, 1, ic)),
+                        weights.values.reshape(oc, 1, 1, ic), (rows, 1, 1, oc),
+                        pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1])
+    e = Elementwise(rw, 2)
+    acc = _corrected(e, build.reshape(rw, acc, (rows, oc)), quantized.zero_points,
+                     weights.values.astype(np.int64).sum(axis=1).reshape(1, oc))
+    out = _float_output(rw, op, _scaled(e, acc, quantized.scales, weights.scales.reshape(1, oc)),
+                        2)
+    if isinstance(out, Failure):
+        return out
+    return [build.reshape(rw, out, result.shape)]
+
+
+def _integer_conv(rw: Rewriter, name: str, q: Value, weights: np.ndarray,
+                  shape: tuple[int, ...], **attrs: object) -> Value:
+    """A TOSA convolution of int8 `q` with constant int8 `weights` into int32."""
+    operands = [q, build.const(rw, weights, i8),
+                build.const(rw, np.zeros((1,), dtype=np.int32), i32),
+                build.zero_point(rw, 0, i8), build.zero_point(rw, 0, i8)]
+    return build.op(rw, name, operands, TensorType(shape, i32), acc_type="INT32", **attrs)
+
+
+def _images(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
+    """Each image of `x` [N, H, W, C] quantized as one row; values back in NHWC,
+    scales and zero points as [N, 1, 1, 1]."""
+    shape = tensor_type(x).shape
+    rows = quantize_rows(rw, build.reshape(rw, x, (shape[0], int(np.prod(shape[1:])))),
+                         asymmetric)
+    column = (shape[0], 1, 1, 1)
+    return QuantizedRows(build.reshape(rw, rows.values, shape),
+                         build.reshape(rw, rows.scales, column),
+                         None if rows.zero_points is None
+                         else build.reshape(rw, rows.zero_points, column))
+
+
+def window_weight_sums(tap_sums: np.ndarray, in_sizes: tuple[int, int],
+                       out_sizes: tuple[int, int], pads: list[int], stride: list[int],
+                       dilation: list[int]) -> np.ndarray:
+    """For every output position, the sum of the weights whose taps fall inside
+    the image (padding contributes nothing in TFLite's hybrid convolutions).
+
+    `tap_sums` [KH, KW, OC] holds each tap's weights summed over what it
+    multiplies; the result is [1, OH, OW, OC].
+    """
+    kh, kw, oc = tap_sums.shape
+    result = np.zeros((1, *out_sizes, oc), dtype=np.int64)
+    oy = np.arange(out_sizes[0]) * stride[0] - pads[0]
+    ox = np.arange(out_sizes[1]) * stride[1] - pads[2]
+    for ky in range(kh):
+        rows = (oy + ky * dilation[0] >= 0) & (oy + ky * dilation[0] < in_sizes[0])
+        for kx in range(kw):
+            cols = (ox + kx * dilation[1] >= 0) & (ox + kx * dilation[1] < in_sizes[1])
+            inside = (rows[:, None] & cols[None, :])[None, :, :, None]
+            result += inside * tap_sums[ky, kx][None, None, None, :]
+    return result
+
+
+@pattern("tfl.conv_2d", label="conv_2d_hybrid", types=("f32",))
+def conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Each image quantized at run time (asymmetric with per-channel weights,
+    symmetric with one weight scale: conv.cc EvalHybridPerChannel / EvalHybrid),
+    CONV2D i8 x i8 -> i32, then `acc * (s_in * s_w) + bias`."""
+    weights = hybrid_weights(op, 1, 0)
+    if isinstance(weights, Failure):
+        return weights
+    if (failure := require_float_data(op, (0,))) is not None:
+        return failure
+    x = op.operands[0]
+    result = tensor_type(op.results[0])
+    oc, kh, kw, ic = weights.values.shape
+    if tensor_type(x).shape[3] != ic:
+        return Failure("tfl.conv_2d: grouped hybrid convolution")
+    window = conv_window(op, tensor_type(x).shape[1:3], result.shape[1:3], (kh, kw))
+    if isinstance(window, Failure):
+        return window
+    pads, stride, dilation, used = window
+    quantized = _images(rw, x, asymmetric=weights.per_channel)
+    acc = _integer_conv(rw, "tosa.conv2d", trimmed_input(rw, quantized.values, used),
+                        weights.values, result.shape, pad=pads, stride=stride,
+                        dilation=dilation)
+    e = Elementwise(rw, 4)
+    sums = window_weight_sums(weights.values.astype(np.int64).sum(axis=3).transpose(1, 2, 0),
+                              tuple(used), result.shape[1:3], pads, stride, dilation)
+    acc = _corrected(e, acc, quantized.zero_points, sums)
+    out = _float_output(rw, op, _scaled(e, acc, quantized.scales,
+                                        weights.scales.reshape(1, 1, 1, oc)), 2)
+    return out if isinstance(out, Failure) else [out]
+
+
+@pattern("tfl.depthwise_conv_2d", label="depthwise_conv_2d_hybrid", types=("f32",))
+def depthwise_conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Each image quantized asymmetrically at run time, DEPTHWISE_CONV2D
+    i8 x i8 -> i32, then the depthwise kernel's two scaling orders (module
+    docs) + bias. TFLite accepts only per-channel weights here."""
+    weights = hybrid_weights(op, 1, 3)
+    if isinstance(weights, Failure):
+        return weights
+    if not weights.per_channel and len(weights.scales) != 1:
+        return Failure("tfl.depthwise_conv_2d: TFLite's hybrid kernel needs one weight "
+                       "scale per channel")
+    if (failure := require_float_data(op, (0,))) is not None:
+        return failure
+    x = op.operands[0]
+    result = tensor_type(op.results[0])
+    channels = tensor_type(x).shape[3]
+    _, kh, kw, oc = weights.values.shape
+    if oc % channels:
+        return Failure(f"tfl.depthwise_conv_2d: {oc} filters for {channels} channels")
+    window = conv_window(op, tensor_type(x).shape[1:3], result.shape[1:3], (kh, kw))
+    if isinstance(window, Failure):
+        return window
+    pads, stride, dilation, used = window
+    quantized = _images(rw, x, asymmetric=True)
+    acc = _integer_conv(rw, "tosa.depthwise_conv2d", trimmed_input(rw, quantized.values, used),
+                        weights.values.reshape(kh, kw, channels, oc // channels),
+                        result.shape, pad=pads, stride=stride, dilation=dilation)
+    e = Elementwise(rw, 4)
+    sums = window_weight_sums(weights.values[0].astype(np.int64), tuple(used),
+                              result.shape[1:3], pads, stride, dilation)
+    acc = build.cast(rw, _corrected(e, acc, quantized.zero_points, sums), f32)
+    weight_scales = e.full(weights.scales.reshape(1, 1, 1, oc), f32)
+    row_scales = quantized.scales
+    vector = e.mul(e.mul(acc, weight_scales), row_scales)
+    vector_channels = oc - oc % DEPTHWISE_VECTOR_CHANNELS
+    if vector_channels == oc:
+        products = vector
+    else:
+        scalar_order = e.mul(e.mul(acc, row_scales), weight_scales)
+        mask = (np.arange(oc) < vector_channels).reshape(1, 1, 1, oc)
+        products = e.select(e.full(mask, i1), vector, scalar_order)
+    out = _float_output(rw, op, products, 2)
+    return out if isinstance(out, Failure) else [out]
+
+
+@pattern("tfl.batch_matmul", label="batch_matmul_hybrid", types=("f32",))
+def batch_matmul_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Rows of the left operand quantized at run time, MATMUL i8 x i8 -> i32,
+    then `acc * (s_in * s_w)` (batch_matmul.cc EvalHybrid; one weight scale)."""
+    weights = hybrid_weights(op, 1, -1)
+    if isinstance(weights, Failure):
+        return weights
+    if weights.per_channel:
+        return Failure("tfl.batch_matmul: TFLite's hybrid kernel takes one weight scale")
+    if (failure := require_float_data(op, (0,))) is not None:
+        return failure
+    x = op.operands[0]
+    x_shape = tensor_type(x).shape
+    if op.attrs.get("adj_x") or any(d != 1 for d in weights.values.shape[:-2]):
+        return Failure("tfl.batch_matmul: hybrid lowering takes an unbatched weight and "
+                       "no adj_x")
+    result = tensor_type(op.results[0])
+    k = x_shape[-1]
+    rows = int(np.prod(x_shape[:-1], dtype=np.int64))
+    w = weights.values.reshape(weights.values.shape[-2:])
+    w = w.T if op.attrs.get("adj_y") else w  # [K, N]
+    if w.shape[0] != k:
+        return Failure(f"tfl.batch_matmul: depths {k} and {w.shape[0]} differ")
+    n = w.shape[1]
+    out = hybrid_product(rw, build.reshape(rw, x, (rows, k)), np.ascontiguousarray(w),
+                         np.full((n,), weights.scales[0], dtype=np.float32), _asymmetric(op))
+    return [build.reshape(rw, out, result.shape)]
+
+
+def hybrid_product(rw: Rewriter, x: Value, values: np.ndarray, scales: np.ndarray,
+                   asymmetric: bool) -> Value:
+    """f32 rows `x` [R, K] times int8 `values` [K, N] as tensor_utils'
+    MatrixBatchVectorMultiplyAccumulate computes it: each row quantized, MATMUL
+    i8 x i8 -> i32, the zero-point correction, then `acc * (s_in * scales)`."""
+    rows, k = tensor_type(x).shape
+    n = values.shape[1]
+    quantized = quantize_rows(rw, x, asymmetric)
+    acc = build.op(rw, "tosa.matmul",
+                   [build.reshape(rw, quantized.values, (1, rows, k)),
+                    build.const(rw, values.reshape(1, k, n), i8), build.zero_point(rw, 0, i8),
+                    build.zero_point(rw, 0, i8)], TensorType((1, rows, n), i32))
+    e = Elementwise(rw, 2)
+    acc = _corrected(e, build.reshape(rw, acc, (rows, n)), quantized.zero_points,
+                     values.astype(np.int64).sum(axis=0).reshape(1, n))
+    return _scaled(e, acc, quantized.scales, scales.reshape(1, n))
+
+
+def stacked_int8(op: Op, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | Failure:
+    """The int8 matrices [rows_i, cols] at operand `indices` stacked along rows,
+    as MATMUL's [cols, sum rows] operand, with each column's float32 scale.
+    TFLite's recurrent hybrid kernels take one scale per matrix."""
+    values, scales = [], []
+    for index in indices:
+        weights = hybrid_weights(op, index, 0)
+        if isinstance(weights, Failure):
+            return weights
+        if weights.per_channel:
+            return Failure(f"{op.name}: TFLite's hybrid kernel takes one scale per matrix")
+        values.append(weights.values.reshape(weights.values.shape[0], -1))
+        scales.append(weights.scales)
+    return np.ascontiguousarray(np.concatenate(values).T), np.concatenate(scales)
+
+
+@pattern("tfl.unidirectional_sequence_lstm", label="unidirectional_sequence_lstm_hybrid",
+         types=("f32",))
+def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The LSTM of legalize.rnn with TFLite's hybrid products (lstm_eval.cc
+    EvalHybrid): each gate starts from its bias, adds the input rows' and then
+    the previous output's hybrid products; peephole weights are dequantized
+    (`scale * q`, as the kernel recovers them); the projection is a hybrid
+    product too."""
+    if (failure := _weights_quantized(op, 2)) is not None:
+        return failure
+    from legalize.rnn import lower_unidirectional_lstm
+
+    return lower_unidirectional_lstm(op, rw, emulate=True)
+
+
+@pattern("tfl.bidirectional_sequence_lstm", label="bidirectional_sequence_lstm_hybrid",
+         types=("f32",))
+def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both directions as unidirectional_sequence_lstm_hybrid."""
+    if (failure := _weights_quantized(op, 2)) is not None:
+        return failure
+    from legalize.rnn import lower_bidirectional_lstm
+
+    return lower_bidirectional_lstm(op, rw, emulate=True)
+
+
+@pattern("tfl.unidirectional_sequence_rnn", label="unidirectional_sequence_rnn_hybrid",
+         types=("f32",))
+def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The RNN of legalize.rnn with TFLite's hybrid products (kernel_utils.cc
+    RnnBatchStep): bias, plus the input rows' and then the hidden state's hybrid
+    products, then the activation."""
+    if (failure := _weights_quantized(op, 1)) is not None:
+        return failure
+    from legalize.rnn import lower_unidirectional_rnn
+
+    return lower_unidirectional_rnn(op, rw, emulate=True)
+
+
+@pattern("tfl.lstm", label="lstm_hybrid", types=("f32",))
+def lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """One LSTM step (lstm.cc, full kernel) as unidirectional_sequence_lstm_hybrid."""
+    if (failure := _weights_quantized(op, 2)) is not None:
+        return failure
+    from legalize.rnn import lower_lstm
+
+    return lower_lstm(op, rw, emulate=True)
+
+
+@pattern("tfl.bidirectional_sequence_rnn", label="bidirectional_sequence_rnn_hybrid",
+         types=("f32",))
+def bidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both directions as unidirectional_sequence_rnn_hybrid."""
+    if (failure := _weights_quantized(op, 1)) is not None:
+        return failure
+    from legalize.rnn import lower_bidirectional_rnn
+
+    return lower_bidirectional_rnn(op, rw, emulate=True)
+
+
+@pattern("tfl.svdf", label="svdf_hybrid", types=("f32",))
+def svdf_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The SVDF step of legalize.misc with TFLite's hybrid feature product
+    (svdf.cc EvalHybridSVDF: input rows quantized at run time, int8 x int8,
+    `acc * (s_in * s_w)`); the time weights are dequantized (`scale * q`, as
+    the kernel recovers them)."""
+    if (failure := _weights_quantized(op, 1)) is not None:
+        return failure
+    from legalize.misc import lower_svdf
+
+    return lower_svdf(op, rw, emulate=True)
+
+
+def _weights_quantized(op: Op, index: int) -> Failure | None:
+    """A quick refusal for float models: operand `index` is a weight matrix
+    every variant of the op has."""
+    if index >= len(op.operands) or is_none(op.operands[index]) or \
+            not is_quantized(tensor_type(op.operands[index]).element):
+        return Failure(f"{op.name}: weights are not quantized (not a hybrid op)")
+    return None
+
+
+@pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", types=("f32",))
+def embedding_lookup_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """GATHER of the int8 rows, CAST to f32, MUL by the table's scale
+    (embedding_lookup.cc EvalHybrid: one float product `scale * q` per value,
+    the row's own scale for a table quantized per row)."""
+    weights = hybrid_weights(op, 1, 0)
+    if isinstance(weights, Failure):
+        return weights
+    lookup = op.operands[0]
+    result = tensor_type(op.results[0])
+    if result.element != f32 or not result.is_static:
+        return Failure("tfl.embedding_lookup: hybrid lowering needs a static f32 result")
+    rows = gather_along(rw, build.const(rw, weights.values, i8), lookup, 0, 0)
+    if isinstance(rows, Failure):
+        return rows
+    e = Elementwise(rw, len(result.shape))
+    if weights.per_channel:
+        shape = (len(weights.scales),) + (1,) * (len(result.shape) - 1)
+        scale = gather_along(rw, build.const(rw, weights.scales.reshape(shape), f32), lookup, 0,
+                             0)
+        if isinstance(scale, Failure):
+            return scale
+    else:
+        scale = e.like(float(weights.scales[0]), op.results[0])
+    return [e.mul(build.cast(rw, rows, f32), scale)]
+
+
+HYBRID_LABELS = frozenset({"fully_connected_hybrid", "conv_2d_hybrid",
+                           "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
+                           "embedding_lookup_hybrid", "unidirectional_sequence_lstm_hybrid",
+                           "bidirectional_sequence_lstm_hybrid",
+                           "unidirectional_sequence_rnn_hybrid", "svdf_hybrid",
+                           "lstm_hybrid", "bidirectional_sequence_rnn_hybrid"})
