@@ -70,7 +70,7 @@ def test_validate_html_draws_graph_histograms_and_marks_the_first_divergence(tmp
     chromium()
     page = tmp_path / "page.html"
     result = tfl2tosa("validate", HYBRID, "--html", page, "--json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode in (0, 1), result.stderr  # 1: an output beyond tolerance
     report = json.loads(result.stdout)
     assert report["first_divergence"]
     text = page.read_text()
