@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_MODEL := models/demo/mobilenet_tiny_int8.tflite
 
-.PHONY: demo test test-long models bench clean
+.PHONY: demo test test-long models toolchain-models bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,22 @@ test-long: $(STAMP)
 models: $(STAMP)
 	$(BIN)/python models/generate.py
 
+# The toolchain zoo (models/toolchains/): LiteRT Torch, AI Edge Quantizer, keras-hub, Flax.
+# Its own venv: these toolchains pin versions the test install must not inherit.
+TOOLCHAIN_VENV  := .venv-toolchains
+TOOLCHAIN_STAMP := $(TOOLCHAIN_VENV)/.installed
+
+$(TOOLCHAIN_STAMP): models/toolchains/requirements.txt
+	$(PYTHON) -m venv $(TOOLCHAIN_VENV)
+	$(TOOLCHAIN_VENV)/bin/pip install --quiet --upgrade pip
+	$(TOOLCHAIN_VENV)/bin/pip install --quiet -r models/toolchains/requirements.txt
+	touch $(TOOLCHAIN_STAMP)
+
+toolchain-models: $(TOOLCHAIN_STAMP)
+	$(TOOLCHAIN_VENV)/bin/python models/toolchains/generate.py
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/import_large_model.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(TOOLCHAIN_VENV) build *.egg-info

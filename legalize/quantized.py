@@ -349,6 +349,23 @@ def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],
         output_unsigned=_is_unsigned(out))
 
 
+def left_shifted_as_tflite(rw: Rewriter, x: Value, left_shift: int) -> Value:
+    """`x * 2^left_shift` as TFLite's MultiplyByQuantizedMultiplier computes it for a
+    multiplier above 1 (`x * (1 << left_shift)` in int32, which wraps; a shift count of
+    32 or more is taken modulo 32, as x86 shifts do), bounded to +-2^29 for the
+    RESCALE by the mantissa with shift 31 that completes it (its input range; any
+    product beyond saturates int8/int16 either way, as the mantissa is at least
+    2^29). TOSA: LOGICAL_LEFT_SHIFT (the same wrap), MAXIMUM, MINIMUM (no i32 CLAMP)."""
+    t = _tensor(x)
+
+    def scalar(value: int) -> Value:
+        return build.const(rw, np.full((1,) * len(t.shape), value, dtype=np.int32))
+
+    shifted = build.op(rw, "tosa.logical_left_shift", [x, scalar(left_shift % 32)], t)
+    bounded = build.op(rw, "tosa.maximum", [shifted, scalar(-(1 << 29))], t)
+    return build.op(rw, "tosa.minimum", [bounded, scalar(1 << 29)], t)
+
+
 def rescale_to_i32(rw: Rewriter, x: Value, scale: float = 1.0, input_zp: int | None = None,
                    rounding: str = SINGLE_ROUND) -> Value:
     """`(x - input_zp) * scale` as i32 (input_zp defaults to x's zero point).
@@ -639,4 +656,5 @@ __all__ = [
     "table_i8",
     "table_i16",
     "tflite_quantize_multiplier",
+    "left_shifted_as_tflite",
 ]

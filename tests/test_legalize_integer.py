@@ -431,6 +431,26 @@ def test_mean_int16(tmp_path) -> None:
                              (3.0e-4, 0), type_name="INT16"))
 
 
+# An output scale far below the input's (AI Edge Quantizer calibrates some means of
+# near-constant tensors to ~1e-12): TFLite's `sum * 2^left_shift` wraps in int32 for
+# large sums, so its saturated results do not always follow the sum's sign.
+MEAN_LEFT_SHIFT_CASES = [
+    pytest.param((1, 8, 16), (2,), (8.3e-5, 0), (1.67e-12, 0), "INT16",
+                 id="mean_int16_output_scale_1e-12_all_wrap"),
+    pytest.param((2, 3, 16), (2,), (2.0 ** -10, 0), (2.0 ** -10 / 3.0e5, 0), "INT16",
+                 id="mean_int16_left_shift_15_some_wrap"),
+    pytest.param((2, 4, 16), (2,), (0.05, 3), (1.0e-9, -5), "INT8",
+                 id="mean_int8_output_scale_1e-9"),
+]
+
+
+@pytest.mark.parametrize(("shape", "axes", "q_in", "q_out", "type_name"),
+                         MEAN_LEFT_SHIFT_CASES)
+def test_mean_output_scale_far_below_input(tmp_path, shape, axes, q_in, q_out,
+                                           type_name) -> None:
+    check_integer(mean_model(tmp_path, shape, axes, False, q_in, q_out, type_name=type_name))
+
+
 def softmax_model(tmp_path, shape, beta, scale, zero_point, in_type="INT8", out_type="INT8"):
     b = TfliteBuilder()
     out_params = {"INT8": (1 / 256, -128), "INT16": (1 / 65536, -32768)}
@@ -491,6 +511,14 @@ REQUANTIZE_CASES = [
     pytest.param("INT8", (0.01, -100), "INT8", (0.07, 120), id="requantize_i8_coarser"),
     pytest.param("INT16", (2.0 ** -12, 0), "INT8", (0.03, -1), id="requantize_i16_to_i8"),
     pytest.param("INT16", (3.0e-4, 0), "INT16", (2.0e-4, 0), id="requantize_i16_to_i16"),
+    # Scales 2^29 and more apart, beyond any RESCALE: TFLite's `x * (1 << exponent)`
+    # wraps in int32 (an attention mask of 0 and -inf calibrated by AI Edge Quantizer).
+    pytest.param("INT8", (1.3344405750530544e36, 127), "INT8", (3.9215683651783184e-12, -128),
+                 id="requantize_i8_mask_scale_1e36_to_4e-12"),
+    pytest.param("INT16", (1.0384910629719712e34, 0), "INT16", (3.0518508998145927e-14, 0),
+                 id="requantize_i16_mask_scale_1e34_to_3e-14"),
+    pytest.param("INT8", (1.0, 2), "INT8", (1.1e-9, -3), id="requantize_i8_by_2^29.9"),
+    pytest.param("INT16", (0.5, 0), "INT8", (2.0 ** -33, 5), id="requantize_i16_to_i8_by_2^32"),
 ]
 
 

@@ -9,6 +9,8 @@
   reference_ops::Requantize: `zp_out + MBQM(x - zp_in, s_in / s_out)` with the
   multiplier from QuantizeMultiplier(double), clamped: one RESCALE (32-bit
   multiplier, double rounding; 16-bit zero points are 0 in TFLite as in TOSA).
+  A scale of 2^29 or more has no RESCALE: requantize_above_2_to_29 reproduces
+  the reference kernel's int32 arithmetic instead.
   TFLite also requantizes int16 to int32 (quantize.cc; int8 -> int32 it
   refuses): one RESCALE i16 -> i32 when both zero points are 0 (TOSA allows no
   other for i16 input and i32 output), else an i32 SUB / RESCALE / ADD. The
@@ -24,10 +26,13 @@ from legalize.common import constant_value
 from legalize.integer.support import integer_pattern, tensor_type
 from legalize.quantized import (
     MIN_SHIFT,
+    left_shifted_as_tflite,
     quantize_multiplier,
     rescale,
     rescale_by_multiplier,
+    rescale_to_i32,
     rounding_mode,
+    tflite_quantize_multiplier,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -72,7 +77,23 @@ def quantize_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
         return [requantize_uint8(rw, op.operands[0], target, rounding_mode(op.name))]
     scale = source.element.scale / target.element.scale
+    multiplier, exponent = tflite_quantize_multiplier(scale)
+    if 31 - exponent < MIN_SHIFT:
+        return [requantize_above_2_to_29(rw, op.operands[0], multiplier, exponent,
+                                         target.element, rounding_mode(op.name))]
     return [rescale(rw, op.operands[0], scale, target.element, rounding=rounding_mode(op.name))]
+
+
+def requantize_above_2_to_29(rw: Rewriter, x: Value, multiplier: int, exponent: int,
+                             out: UniformQuantized, rounding: str) -> Value:
+    """A requantize by 2^29 or more, beyond any RESCALE (AI Edge Quantizer calibrates an
+    attention mask of 0 and -inf to a scale near 1e36): TFLite's reference kernel
+    computes `(x - zp_in) * (1 << exponent)` in int32 (wrapping; the shift count taken
+    modulo 32), then the doubling high multiply by the mantissa, adds zp_out, clamps."""
+    difference = rescale_to_i32(rw, x)
+    shifted = left_shifted_as_tflite(rw, difference, exponent)
+    return rescale_by_multiplier(rw, shifted, [multiplier], [31], out, input_zp=0,
+                                 rounding=rounding)
 
 
 def _i32_constant(rw: Rewriter, value: int, rank: int, element: ElementType = i32) -> Value:

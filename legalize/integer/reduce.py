@@ -6,7 +6,8 @@ kernels/internal/reference/reduce.h): `zp_out + MBQM(sum(x - zp_in), m', s')`
 where (m', s') is QuantizeMultiplier(s_in / s_out) with 1/N folded in
 (legalize.quantized.mean_multiplier), then clamped. TOSA: RESCALE to i32
 without the zero point, REDUCE_SUM over each axis, one RESCALE, RESHAPE to the
-result shape.
+result shape. A multiplier above 1 whose `sum << left_shift` can leave int32
+goes through legalize.quantized.left_shifted_as_tflite first (TFLite wraps).
 
 SUM (int8, int16, uint8): TFLite's reference SUM is broken for quantized data,
 so validation judges SUM on the optimized kernels (tfl2tosa/validation.py),
@@ -30,6 +31,7 @@ import numpy as np
 from legalize.common import constant_value
 from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
 from legalize.quantized import (
+    left_shifted_as_tflite,
     mean_multiplier,
     quantize_multiplier_16,
     rescale_by_multiplier,
@@ -96,6 +98,10 @@ def mean_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         kept[axis] = 1
         total = build.op(rw, "tosa.reduce_sum", [total], tensor_type(total).with_shape(
             tuple(kept)), axis=axis)
+    largest_sum = count * (x_type.storage_max - x_type.storage_min)
+    if shift < 31 and largest_sum >= 1 << (shift - 1):
+        # sum * 2^left_shift wraps in TFLite's int32 arithmetic for large sums.
+        total, shift = left_shifted_as_tflite(rw, total, 31 - shift), 31
     scaled = rescale_by_multiplier(rw, total, [multiplier], [shift], out_type, input_zp=0,
                                    rounding=rounding_mode(op.name))
     result_shape = tensor_type(op.results[0]).shape
