@@ -69,6 +69,8 @@ def relu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if (failure := require_float(op)) is not None:
         return failure
     t = _result(op)
+    if not t.element.is_float:
+        return Failure(f"{op.name}: a {t.element} RELU needs quantization parameters")
     low, high = _RELU_BOUNDS[op.name]
     if high == math.inf:
         high = float(np.finfo(numpy_dtype(t.element)).max)

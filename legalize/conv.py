@@ -419,9 +419,6 @@ def fully_connected(op: Op, rw: Rewriter) -> list[Value] | Failure:
     element = result.element
     oc, ic = tensor_type(op.operands[1]).shape
     rows = tensor_type(x).num_elements // ic
-    if rows * ic != tensor_type(x).num_elements or rows * oc != result.num_elements:
-        return Failure(f"tfl.fully_connected: input {tensor_type(x)} does not fit weights "
-                       f"[{oc}, {ic}]")
     operands = weights_and_bias(rw, op, 2, oc, element)
     if isinstance(operands, Failure):
         return operands

@@ -501,8 +501,6 @@ def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def lower_svdf(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     """The SVDF step; with `emulate`, the feature product is TFLite's hybrid
     one (input rows quantized at run time, int8 weights, legalize.hybrid)."""
-    if len(op.operands) < 5:
-        return Failure(f"{op.name}: expected 5 operands")
     x, features, times, bias, state = op.operands[:5]
     failure = require_float_activations(op, weights=(1, 2))
     if failure is not None:

@@ -54,8 +54,6 @@ def local_response_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = tensor_type(op.results[0])
-    if len(t.shape) != 4:
-        return Failure("tfl.local_response_normalization: input must have rank 4")
     radius = int(op.attrs["radius"])
     bias, alpha, beta = (float(op.attrs[k]) for k in ("bias", "alpha", "beta"))
     if beta != 0.0 and not (bias > 0.0 and alpha >= 0.0):

@@ -116,8 +116,6 @@ def _sizes(op: Op) -> tuple[tuple[int, int], tuple[int, int]] | Failure:
     if failed is not None:
         return failed
     out = shape_of(op.result)
-    if len(out) != 4 or len(shape_of(op.operands[0])) != 4:
-        return Failure(f"{op.name}: input and output must be [N,H,W,C]")
     size = int_list(op.operands[1])
     if size is not None and tuple(size) != out[1:3]:
         return Failure(f"{op.name}: size {size} differs from the result {out}")

@@ -583,12 +583,8 @@ def lower_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
         return failure
     if op.attrs.get("kernel_type", "FULL") != "FULL":
         return Failure(f"{op.name}: the {op.attrs['kernel_type']} kernel is not supported")
-    if len(op.operands) < 20 or len(op.results) != 1:
-        return Failure(f"{op.name}: expects the full kernel's 20-24 inputs and one output")
     x = op.operands[0]
     shape = tensor_type(x).shape
-    if len(shape) != 2:
-        return Failure(f"{op.name}: input must be [batch, input]")
     d = _direction(op, lstm_direction(rw, op, LSTM, shape[0], _result_element(op)),
                    _lstm_products(op, LSTM), emulate)
     if isinstance(d, Failure):

@@ -312,6 +312,8 @@ def rescale(value: ArrayLike, multiplier: ArrayLike, shift: ArrayLike,
     value = as_int64(value)
     multiplier = as_int64(multiplier).reshape(-1)
     shift = as_int64(shift).reshape(-1)
+    error_if(np.size(input_zp) != 1 or np.size(output_zp) != 1,
+             "RESCALE: input_zp and output_zp must hold one value each")
     in_zp = int(np.asarray(input_zp).reshape(-1)[0])
     out_zp = int(np.asarray(output_zp).reshape(-1)[0])
     check_rescale_attributes(in_bits, out_bits, in_zp, out_zp, scale32, rounding_mode,

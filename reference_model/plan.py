@@ -24,8 +24,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from reference_model.kernels import KERNELS, PREPARERS, KernelContext, Prepared, StaticOp
-from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire
+from tfl2tosa.errors import (ReferenceModelError, ResourceLimitError, SpecErrorIf, SpecRequire,
+                             Tfl2TosaError)
 from tfl2tosa.ir.core import Graph, Op, Value
+from tfl2tosa.limits import check_tensor
 from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
 from tfl2tosa.tosa.ops import BY_MLIR, OPS, Arg, OpDef
 
@@ -168,6 +170,13 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
             return step
     spec_name = step.spec_name = template.spec_name
     step.facts = template.facts
+    for dtype, static_shape, _ in template.facts:
+        if dtype is not None and static_shape is not None:
+            try:
+                check_tensor(static_shape, dtype.itemsize, f"{step.where} result")
+            except ResourceLimitError as exc:
+                step.error = exc
+                return step
     if template.single is not None:
         step.single = (result_slots[0], *template.single)
     preparer = PREPARERS.get(spec_name)
@@ -234,7 +243,10 @@ def _prepare(preparer: Callable[[StaticOp], Prepared | None], op: Op, template: 
                       template.output_types, op.loc, constants)
     try:
         return preparer(static)
-    except Exception:  # noqa: BLE001  anything wrong with the op: the kernel reports it
+    except Tfl2TosaError:
+        # Something wrong with the op (an ERROR_IF, a bad attribute): the registered
+        # kernel reports it when a run reaches the op. Any other exception is a bug
+        # in the preparer and propagates.
         return None
 
 
@@ -462,6 +474,10 @@ def check_type_mode(op: Op, opdef: OpDef) -> None:
             _typed_pairs(opdef.outputs, op.results):
         if not isinstance(value.type, TensorType) or not arg.type_var or arg.kind == "shape":
             continue
+        if arg.shape == "[1]" and value.type.is_static and value.type.num_elements != 1:
+            # zero points, MUL's shift, PAD's pad_const: one value each
+            raise SpecErrorIf(f"{where}: ERROR_IF {arg.name} has shape "
+                              f"{list(value.type.shape)}, must hold one value")
         element = storage_type(value.type.element).name
         wanted = _FIXED_TYPES.get(arg.type_var, bound.get(arg.type_var, element))
         if element != wanted:

@@ -309,3 +309,71 @@ def test_prepared_integer_matmul_gives_the_kernels_results(element, a_zp, b_zp, 
     expected = np.einsum("nhc,ncw->nhw", a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
     np.testing.assert_array_equal(ours, expected)
     np.testing.assert_array_equal(ours, _unprepared(module, feeds, monkeypatch)["y"])
+
+
+# ---------------------------------------------------------------------------
+# Every prepared form held to its registered kernel on one shared case table:
+# the single-op graphs of tests/tosa_graphs.py (every operator and type mode).
+
+
+def _prepared_op_cases():
+    from reference_model.kernels import PREPARERS
+    from tosa_graphs import single_op_cases
+
+    return single_op_cases(ops=sorted(PREPARERS))
+
+
+PREPARED_CASES = _prepared_op_cases()
+
+
+def _same_bits(mine: np.ndarray, kernel: np.ndarray) -> bool:
+    if mine.dtype != kernel.dtype or mine.shape != kernel.shape:
+        return False
+    return np.asarray(mine).tobytes() == np.asarray(kernel).tobytes()
+
+
+@pytest.mark.parametrize("case", PREPARED_CASES, ids=[c.id for c in PREPARED_CASES])
+def test_prepared_form_gives_the_kernels_bits(case, monkeypatch):
+    ours = list(reference_model.run(case.module, case.inputs).values())
+    with monkeypatch.context() as patch:
+        patch.setattr("reference_model.kernels.PREPARERS", {})
+        patch.setattr("reference_model.plan.PREPARERS", {})
+        kernel = list(reference_model.run(case.module, case.inputs).values())
+    for mine, theirs in zip(ours, kernel):
+        assert _same_bits(mine, theirs), (case.id, mine, theirs)
+
+
+def test_every_preparer_prepares_some_case_of_the_table():
+    """A preparer that declines every case of the table is held to its kernel by
+    nothing: each must prepare at least one."""
+    from reference_model.kernels import PREPARERS
+    from reference_model.plan import compile_graph
+
+    seen = set()
+    for case in PREPARED_CASES:
+        seen.update(s.spec_name for s in compile_graph(case.module.main).steps
+                    if s.prepared is not None)
+    assert set(PREPARERS) - seen == set()
+
+
+def test_a_preparer_that_raises_a_bug_is_not_hidden(monkeypatch):
+    """Only the project's errors (an invalid op) send a step back to its kernel; any
+    other exception out of a preparer is a bug and reaches the caller."""
+    from reference_model.kernels import PREPARERS
+
+    def broken(static):
+        raise ZeroDivisionError("a bug in the preparer")
+
+    monkeypatch.setitem(PREPARERS, "ADD", broken)
+    with pytest.raises(ZeroDivisionError, match="a bug in the preparer"):
+        reference_model.run(_add_graph(), [np.int32([1, 2])])
+
+
+def test_a_preparer_refusing_an_invalid_op_leaves_the_error_to_the_kernel(monkeypatch):
+    from reference_model.kernels import PREPARERS
+
+    def refusing(static):
+        raise SpecErrorIf("ERROR_IF raised by the preparer")
+
+    monkeypatch.setitem(PREPARERS, "ADD", refusing)
+    assert reference_model.run(_add_graph(), [np.int32([1, 2])])["total"].tolist() == [2, 3]

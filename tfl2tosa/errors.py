@@ -62,3 +62,8 @@ class SpecErrorIf(ReferenceModelError):
 
 class SpecRequire(ReferenceModelError):
     """A TOSA REQUIRE condition fails at run time: the result is unpredictable."""
+
+
+class ResourceLimitError(Tfl2TosaError):
+    """A tensor, constant or loop would exceed a resource bound (`--max-tensor-bytes`,
+    the unrolling limit of recurrent ops): refused before anything is allocated."""

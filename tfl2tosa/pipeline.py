@@ -1,6 +1,6 @@
 """The conversion pipeline: `.tflite` -> TOSA Module -> `.tosa` or MLIR text.
 
-    load -> inline_calls -> lower_resource_variables -> legalize -> CSE/DCE ->
+    load -> check_module -> inline_calls -> lower_resource_variables -> legalize -> CSE/DCE ->
     lower_quant_ops -> strip_func_quant_types -> canonicalize/CSE/DCE -> verify -> write
 
 The quant casts are lowered before any canonicalization: every qcast/dcast
@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tfl2tosa.errors import ConversionError, UsageError
 from tfl2tosa.kernels import KERNELS
@@ -127,6 +129,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
     from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.tflite_import import load
+    from tfl2tosa.tflite_import.structure import check_module
 
     if kernels not in KERNELS:
         raise UsageError(f"--kernels {kernels!r}: one of {', '.join(KERNELS)}")
@@ -144,11 +147,15 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     report = ConversionReport(model=name, kernels=kernels, hybrid=hybrid)
     module = _timed(report, "import", load, source, on_stage=on_stage)
     report.ops_in = op_counts(module)
+    _timed(report, "check", check_module, module, on_stage=on_stage)
     report.composites = _timed(report, "inline_calls", inline_calls, module,
                                on_stage=on_stage).composites
     _timed(report, "resource_variables", lower_resource_variables, module, on_stage=on_stage)
 
-    with kernels_for(kernels):
+    # Patterns fold constants in IEEE arithmetic, as TFLite's C kernels compute them: a
+    # quantization scale near the float32 limit overflows to inf there too, and numpy's
+    # warning about it would be noise on the user's terminal.
+    with kernels_for(kernels), np.errstate(over="ignore", under="ignore"):
         result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
                         disabled=disabled, on_stage=on_stage)
     report.outcomes = [asdict(o) for o in result.outcomes]

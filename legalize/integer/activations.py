@@ -664,7 +664,8 @@ def _twin(q: UniformQuantized) -> UniformQuantized:
 def _rescale_input_limit(scale: float) -> int:
     """apply_scale_32 REQUIREs |v| < 2^(shift - 1), shift = 31 - TFLite's
     exponent; beyond it TFLite's own `v * 2^left_shift` overflows int32."""
-    return 1 << (30 - tflite_quantize_multiplier(scale)[1])
+    exponent = tflite_quantize_multiplier(scale)[1]
+    return 1 << (30 - exponent) if exponent <= 30 else 0  # a scale that large fits nothing
 
 
 def _fits_rescale_input(q: UniformQuantized, scale: float) -> bool:

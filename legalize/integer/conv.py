@@ -219,13 +219,9 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(operands, Failure):
         return operands
     weights, acc_element = operands[2:]
-    if len(weights.shape) != 2:
-        return Failure(f"{op.name}: weights of rank {len(weights.shape)}")
     oc, ic = weights.shape
     x_shape = tensor_type(op.operands[0]).shape
     rows = math.prod(x_shape) // ic
-    if rows * ic != math.prod(x_shape) or rows * oc != tensor_type(op.results[0]).num_elements:
-        return Failure(f"{op.name}: input {list(x_shape)} does not fit weights [{oc}, {ic}]")
     if acc_element == i48 and (refused := _wide_accumulator_refusal(op, operands[0])):
         return refused
     accumulated = accumulate(rw, op, operands, "tosa.conv2d",

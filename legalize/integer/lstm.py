@@ -281,7 +281,8 @@ def quantized_clip(clip: float, scale: float, bits: int) -> int:
     """`(intN_t)min(max(clip / scale, min), max)` in float32 (truncating); 0 is no clip."""
     if not clip > 0:
         return 0
-    ratio = float(np.float32(clip) / np.float32(scale))
+    with np.errstate(over="ignore"):  # a clip beyond float32 saturates, as in the kernel
+        ratio = float(np.float32(clip) / np.float32(scale))
     return int(min(max(ratio, -(2.0 ** (bits - 1))), 2.0 ** (bits - 1) - 1))
 
 

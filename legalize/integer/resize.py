@@ -105,8 +105,6 @@ def _check(op: Op) -> tuple[UniformQuantized, GridAxis, GridAxis] | Failure:
         return Failure(f"{op.name}: input {q_in} and output {q_out} are quantized "
                        "differently (TFLite's kernel ignores the parameters)")
     in_shape, out_shape = tensor_type(op.operands[0]).shape, tensor_type(op.results[0]).shape
-    if len(in_shape) != 4 or len(out_shape) != 4:
-        return Failure(f"{op.name}: input and output must be [N,H,W,C]")
     size = constant_value(op.operands[1])
     if size is not None and [int(v) for v in np.ravel(size)] != list(out_shape[1:3]):
         return Failure(f"{op.name}: size {np.ravel(size).tolist()} differs from the result")

@@ -43,6 +43,7 @@ def pad(ctx: KernelContext) -> list[np.ndarray]:
     # The argument table gives input1 rank 1 to MAX_RANK (Arm's model checks it too).
     ctx.error_if(x.ndim == 0, "PAD of a rank-0 tensor")
     widths = [(padding[2 * i], padding[2 * i + 1]) for i in range(x.ndim)]
+    ctx.expect_output_shape(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths)))
     return [np.pad(x, widths, mode="constant", constant_values=pad_const)]
 
 
@@ -50,9 +51,8 @@ def pad(ctx: KernelContext) -> list[np.ndarray]:
 def reshape(ctx: KernelContext) -> list[np.ndarray]:
     x, shape = ctx.inputs[0], _ints(ctx.inputs[1])
     ctx.error_if(any(d < 0 for d in shape), f"shape {shape} has a negative dimension")
-    ctx.error_if(int(np.prod(shape, dtype=np.int64)) != x.size,
-                 f"shape {shape} holds {int(np.prod(shape, dtype=np.int64))} elements, the "
-                 f"input {x.size}")
+    ctx.error_if(math.prod(shape) != x.size,  # Python integers: no wrap-around
+                 f"shape {shape} holds {math.prod(shape)} elements, the input {x.size}")
     return [x.reshape(shape)]
 
 
@@ -83,6 +83,7 @@ def tile(ctx: KernelContext) -> list[np.ndarray]:
     ctx.error_if(len(multiples) != x.ndim,
                  f"multiples {multiples} must have rank {x.ndim} values")
     ctx.error_if(any(m <= 0 for m in multiples), f"multiples {multiples} must be positive")
+    ctx.expect_output_shape(tuple(d * m for d, m in zip(x.shape, multiples)))
     return [np.tile(x, multiples) if x.ndim else x.copy()]
 
 

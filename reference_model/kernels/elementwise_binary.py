@@ -58,6 +58,8 @@ def sub(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("MUL")
 def mul(ctx: KernelContext) -> list[np.ndarray]:
     a, b = _operands(ctx)
+    if len(ctx.inputs) > 2:
+        ctx.error_if(np.size(ctx.inputs[2]) != 1, "shift must hold one value")
     shift = int(np.asarray(ctx.inputs[2]).reshape(-1)[0]) if len(ctx.inputs) > 2 else 0
     ctx.require(0 <= shift <= 63, f"0 <= shift <= 63 (shift is {shift})")
     if is_float_dtype(a.dtype):
@@ -274,8 +276,9 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
     """Constant shift. fp32 as ADD; i8/i16 products are exact in int32; i32 with shift 0
     keeps the product's low 32 bits, which int32 multiplication (modulo 2^32) gives;
     with a shift, the rounded shifted int64 product, REQUIRE checked by min/max."""
-    if not static_broadcast(op) or len(op.constants) < 3 or op.constants[2] is None:
-        return None
+    if not static_broadcast(op) or len(op.constants) < 3 or op.constants[2] is None \
+            or op.constants[2].size != 1:
+        return None  # no constant shift, or an invalid one the kernel reports
     shift = int(op.constants[2].reshape(-1)[0])
     dtype = numpy_dtype(op.input_types[0].element)
     if not 0 <= shift <= 63 or (shift and dtype != _INT32):

@@ -115,7 +115,8 @@ def _centered(array: np.ndarray, zp: float, integer: bool) -> np.ndarray:
     """value - zp, in int64 (integers: exact) or float64 (floats: exact conversion)."""
     if integer:
         return numerics.as_int64(array) - np.int64(zp)
-    return np.asarray(array).astype(np.float64) - zp
+    with np.errstate(invalid="ignore"):  # NaN and infinite values carry through
+        return np.asarray(array).astype(np.float64) - zp
 
 
 def _max_abs(array: np.ndarray) -> int:
@@ -231,7 +232,7 @@ def _convolve(x: np.ndarray, w: np.ndarray, window: _Window, accumulation: _Accu
         patches = np.empty((x.shape[0],) + window.out + (taps, x.shape[-1]), dtype=work)
         for i, tap in enumerate(window.taps()):
             patches[..., i, :] = window.tap_view(padded, tap)
-        acc = (patches.reshape(-1, terms) @ weights.reshape(w.shape[0], -1).T).reshape(out_shape)
+        acc = (patches.reshape(-1, terms) @ weights.reshape(w.shape[0], terms).T).reshape(out_shape)
     else:
         acc = np.zeros(out_shape, dtype=work)
         for tap in window.taps():

@@ -129,7 +129,8 @@ def _fast_rescale(op: StaticOp) -> Prepared | None:
     in_bits, out_bits, shape, out_dtype = facts
     multiplier, shift, in_zp, out_zp = constants[1], constants[2], constants[3], constants[4]
     if multiplier is None or shift is None or in_zp is None or out_zp is None \
-            or in_zp.size != 1 or out_zp.size != 1:
+            or in_zp.size != 1 or out_zp.size != 1 \
+            or any(c.dtype.kind not in "iu" for c in (multiplier, shift, in_zp, out_zp)):
         return None
     attrs = op.attrs
     mode = _rescale_mode(in_bits, out_bits, in_zp.item(), out_zp.item(),

@@ -18,6 +18,7 @@ from typing import Any
 from tfl2tosa import __version__
 from tfl2tosa.batch.baseline import apply_baseline
 from tfl2tosa.batch.records import SCHEMA_VERSION, STATUSES, json_safe
+from tfl2tosa.batch.schema_check import first_violation
 
 REPORT_KIND = "tfl2tosa-batch-report"
 
@@ -29,8 +30,10 @@ class ReportError(Exception):
 def build_report(records: list[dict[str, Any]], *, input_errors: list[dict[str, str]],
                  options: dict[str, Any], shards: list[dict[str, Any]],
                  baseline: dict[str, Any] | None = None, baseline_source: str = "",
-                 missing_shards: list[str] = ()) -> dict[str, Any]:
-    """Assemble a report from per-model records (sorted by id here)."""
+                 missing_shards: list[str] = (), not_run: list[str] | None = None
+                 ) -> dict[str, Any]:
+    """Assemble a report from per-model records (sorted by id here). `not_run`: the
+    batch was interrupted before these models finished (the report says so)."""
     records = sorted(records, key=lambda r: r["id"])
     complete = all(s["count"] == 1 for s in shards) or (not missing_shards and _covers(shards))
     section = None
@@ -48,6 +51,8 @@ def build_report(records: list[dict[str, Any]], *, input_errors: list[dict[str, 
         "baseline": section,
         "models": records,
     }
+    if not_run is not None:
+        report["interrupted"] = {"not_run": sorted(not_run)}
     report["summary"] = summarize(report)
     return json_safe(report)
 
@@ -77,6 +82,9 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         reasons.append(f"{len(report['input_errors'])} input(s) could not be read")
     if report["missing_shards"]:
         reasons.append(f"shard report(s) missing: {', '.join(report['missing_shards'])}")
+    if report.get("interrupted") is not None:
+        reasons.append(f"interrupted: {len(report['interrupted']['not_run'])} model(s) "
+                       "not run")
     summary = {
         "models": len(report["models"]),
         "by_status": {s: by_status.get(s, 0) for s in STATUSES},
@@ -109,6 +117,9 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     if version != SCHEMA_VERSION:
         raise ReportError(f"{path}: report schema version {version}, this tfl2tosa reads "
                           f"version {SCHEMA_VERSION}; re-run the batch with one version")
+    violation = first_violation(data)
+    if violation is not None:
+        raise ReportError(f"{path}: not a valid batch report (report.schema.json): {violation}")
     return data
 
 
@@ -151,10 +162,13 @@ def merge_reports(paths: list[str], *, baseline: dict[str, Any] | None = None,
         input_errors.extend(e for e in report["input_errors"] if e not in input_errors)
     shards = sorted({(s["index"], s["count"]): s for s in shards}.values(),
                     key=lambda s: (s["count"], s["index"]))
+    not_run = [i for _, r in reports for i in r.get("interrupted", {}).get("not_run", ())]
     merged = build_report(list(records.values()), input_errors=input_errors,
                           options=reports[0][1]["options"], shards=shards,
                           baseline=baseline, baseline_source=baseline_source,
-                          missing_shards=_missing_shards(shards))
+                          missing_shards=_missing_shards(shards),
+                          not_run=not_run if any("interrupted" in r for _, r in reports)
+                          else None)
     if baseline is None:
         merged["baseline"] = _merge_baseline_sections([r for _, r in reports])
         merged["summary"] = summarize(merged)

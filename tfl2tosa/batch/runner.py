@@ -14,6 +14,7 @@ the batch files. Everything is written atomically (temp file + rename).
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -99,6 +100,7 @@ class BatchResult:
     report: dict[str, Any]
     exit_code: int
     written: dict[str, str]       # "json" / "junit" / "markdown" -> path
+    interrupted: bool = False     # Ctrl-C: the report holds the models that finished
 
 
 def _check_input_ranges(texts: tuple[str, ...]) -> None:
@@ -141,6 +143,7 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
     todo: list[tuple[ModelInput, str, int]] = []
     for model in models:
         digest, size = _sha256(model.path), os.path.getsize(model.path)
+        _remove_temporaries(out, model)
         previous = _complete_record(out, model, digest, options) if options.resume else None
         if previous is not None:
             records[model.id] = {**previous, "resumed": True}
@@ -148,10 +151,20 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
             _remove_outputs(out, model)
             todo.append((model, digest, size))
     listener.planned(len(models), len(records))
-    _run(todo, options, job or default_job, out, records, listener)
+    interrupted = False
+    try:
+        _run(todo, options, job or default_job, out, records, listener)
+    except KeyboardInterrupt:
+        # The workers are gone (pool.py kills busy ones); every finished model has its
+        # record: report those, and which models never ran.
+        interrupted = True
+        for model, _, _ in todo:
+            if model.id not in records:
+                _remove_temporaries(out, model)
 
     report = build_report(
-        [records[m.id] for m in models],
+        [records[m.id] for m in models if m.id in records],
+        not_run=[m.id for m in models if m.id not in records] if interrupted else None,
         input_errors=[{"input": e.input, "error": e.error} for e in discovery.errors],
         options=options.to_dict(),
         shards=[{"index": shard_index, "count": shard_count, "models": len(models),
@@ -161,7 +174,7 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
                             junit_path=options.junit_path or out / "report.xml",
                             markdown_path=options.markdown_path or out / "report.md",
                             html_path=options.html_path or _default_html(out))
-    return BatchResult(report, exit_code(report), written)
+    return BatchResult(report, exit_code(report), written, interrupted)
 
 
 def _load_baseline(path: str | None) -> dict[str, Any] | None:
@@ -260,11 +273,13 @@ def _remove_outputs(out: Path, model: ModelInput) -> None:
 
 
 def _remove_temporaries(out: Path, model: ModelInput) -> None:
-    """A killed worker may leave write_atomically's temp file (`.NAME.xxxx`)."""
-    target = out / model.tosa_name
-    if target.parent.is_dir():
-        for leftover in target.parent.glob(f".{target.name}.*"):
-            leftover.unlink(missing_ok=True)
+    """A killed worker or an interrupted batch may leave write_atomically's temp files
+    (`.NAME.xxxx`) of the model's .tosa and of its report."""
+    for name in (model.tosa_name, model.report_name):
+        target = out / name
+        if target.parent.is_dir():
+            for leftover in target.parent.glob(f".{glob.escape(target.name)}.*"):
+                leftover.unlink(missing_ok=True)
 
 
 def _sha256(path: str) -> str:

@@ -97,9 +97,20 @@ def _global_options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print the versions of tfl2tosa, the TOSA specification "
                                       "it writes and the TFLite schema it reads, and exit."),
+    max_tensor_bytes: str = typer.Option(
+        None, "--max-tensor-bytes", metavar="BYTES",
+        help="Refuse any tensor larger than this (e.g. 512M, 4G) before allocating it: "
+             "constants conversion materialises, tensors `run` and `validate` compute. "
+             "Default: an eighth of physical memory."),
 ) -> None:
     global _verbose
     _verbose = _verbose or verbose
+    if max_tensor_bytes is not None:
+        from tfl2tosa import limits
+
+        budget = limits.parse_bytes(max_tensor_bytes)
+        limits.set_max_tensor_bytes(budget)
+        os.environ[limits.ENVIRONMENT_VARIABLE] = str(budget)  # batch workers inherit it
 
 
 def hoist_verbose(args: list[str]) -> list[str]:

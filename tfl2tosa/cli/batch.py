@@ -128,6 +128,11 @@ def batch_command(
         console.print(f"{form} report: {path}")
     if "html" not in result.written:
         console.print("no report.html: it needs matplotlib (pip install 'tfl2tosa[html]')")
+    if result.interrupted:
+        not_run = len(result.report["interrupted"]["not_run"])
+        typer.echo(f"interrupted: the report holds the {len(result.report['models'])} "
+                   f"model(s) that finished; {not_run} did not run", err=True)
+        raise typer.Exit(130)
     raise typer.Exit(result.exit_code)
 
 

@@ -185,7 +185,8 @@ def quantize_thresholds(scale: float, count: int) -> np.ndarray | None:
     s = np.float32(scale)
     halves = np.arange(count, dtype=np.float64) + 0.5
     target = halves.astype(np.float32)
-    found = (halves * np.float64(s)).astype(np.float32)
+    with np.errstate(over="ignore"):  # products beyond float32: the None case below
+        found = (halves * np.float64(s)).astype(np.float32)
 
     def reaches(a: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):

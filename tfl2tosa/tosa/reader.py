@@ -26,6 +26,7 @@ builder function.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import struct
@@ -317,6 +318,21 @@ def read_tosa(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -
         raise TosaFileError(f"corrupt .tosa file: {type(exc).__name__}: {reason}") from None
     except RecursionError:
         raise TosaFileError("corrupt .tosa file: nesting too deep") from None
+
+
+@functools.cache
+def _required_attributes(op_name: str) -> frozenset[str]:
+    """The attributes an operator's file entry must hold (the reference model reads
+    them without looking twice)."""
+    return frozenset(a.name for a in tosa_ops.OPS[op_name].attrs
+                     if not a.optional and a.fbs_field)
+
+
+def _refuse_missing_attributes(definition: tosa_ops.OpDef, attrs: dict[str, Any],
+                               loc: str) -> None:
+    missing = sorted(_required_attributes(definition.name) - attrs.keys())
+    raise TosaFileError(f"{definition.name}{f' at {loc}' if loc else ''}: attribute "
+                        f"{', '.join(missing)} is missing")
 
 
 def _camel(field_name: str) -> str:
@@ -678,6 +694,8 @@ class _BlockReader:
             else:
                 attrs = self._attributes(data, pos, attribute_type_field, attribute_field,
                                          definition, inputs)
+                if not attrs.keys() >= _required_attributes(definition.name):
+                    _refuse_missing_attributes(definition, attrs, loc)
             try:
                 operands = list(map(value_of, inputs))
                 if shapes:

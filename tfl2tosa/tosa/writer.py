@@ -82,6 +82,14 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
     return None
 
 
+def _int32s(op: Op, attr: tosa_ops.Attr, value: Any) -> list[int]:
+    """An i32 attribute's values, refused by name when one does not fit 32 bits."""
+    values = [int(v) for v in np.ravel(np.asarray(value, dtype=object))]
+    if any(not -(1 << 31) <= v < (1 << 31) for v in values):
+        raise IRError(f"{op.name} at {op.loc}: {attr.name} = {values} does not fit int32")
+    return values
+
+
 # ---------------------------------------------------------------------------
 # Data vectors placed after the metadata
 
@@ -361,7 +369,10 @@ class _Serializer:
         b = self.builder
         ranked = tensor.type.shape is not None
         name = b.CreateSharedString(tensor.name)
-        shape = b.CreateInt32Vector(tensor.type.shape if ranked else ())
+        dims = tensor.type.shape if ranked else ()
+        if any(not -(1 << 31) <= d < (1 << 31) for d in dims):
+            raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit int32")
+        shape = b.CreateInt32Vector(dims)
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else None)
         if tensor.data is not None and tensor.blob is None:
@@ -478,11 +489,11 @@ class _Serializer:
         b = self.builder
         kind = attr.type
         if kind == "i32":
-            return int(value)
+            return _int32s(op, attr, [value])[0]
         if kind == "bool":
             return bool(value)
         if kind == "i32[]":
-            return b.CreateNumpyVector(np.asarray(value, dtype="<i4").reshape(-1))
+            return b.CreateNumpyVector(np.asarray(_int32s(op, attr, value), dtype="<i4"))
         if kind in _ENUM_TABLES:
             try:
                 return getattr(_ENUM_TABLES[kind], str(value))

@@ -108,7 +108,8 @@ def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "P
     if violations and raise_on_error:
         lines = [str(v) for v in violations[:MESSAGE_VIOLATIONS]]
         more = len(violations) - len(lines)
-        text = (f"{len(violations)} TOSA violation(s):\n  " + "\n  ".join(lines)
+        # The first line (all the CLI prints) names the first violation.
+        text = (f"{len(violations)} TOSA violation(s): " + "\n  ".join(lines)
                 + (f"\n  ... and {more} more" if more else ""))
         raise VerificationError(text, violations)
     return violations
