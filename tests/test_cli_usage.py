@@ -145,7 +145,7 @@ def test_profile_failure_lists_the_first_violations_and_how_to_see_all(tmp_path:
     count = int(re.match(r"error: (\d+) TOSA violation", lines[0])[1])
     listed = [line for line in lines if re.match(r"\s+tosa\.\w+ @ main:op\d+:[A-Z_0-9]+: ", line)]
     assert 1 <= len(listed) <= 5 < count
-    assert "needs PRO-INT" in listed[0]
+    assert any("needs PRO-INT" in line for line in listed)
     assert "--verbose" in lines[-1] and "--extension" in lines[-1]
     assert not out.exists()
     # -v after the command lists every violation.

@@ -248,7 +248,11 @@ def _interpreter(model: bytes, *, reference: bool = True,
         except (RuntimeError, ValueError) as exc:
             last_error = exc
     raise Tfl2TosaError(f"the TFLite interpreter cannot load the model: "
-                        f"{str(last_error).splitlines()[0] if last_error else ''}")
+                        f"{_first_line(last_error) if last_error else ''}")
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
 
 
 def _kernels_for(resolver: str) -> str:
@@ -421,7 +425,12 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     if converted_here:
         # Lower for the kernels that will judge: the reference ones unless the
         # reference resolver lacks one of the model's op versions.
-        _, resolver, _ = _interpreter(model_bytes, backend=backend)
+        try:
+            _, resolver, _ = _interpreter(model_bytes, backend=backend)
+        except Tfl2TosaError:
+            # A model our own checks refuse (a tensor over the budget) says why first.
+            convert(path, fallback=fallback, hybrid=hybrid)
+            raise
         module, conversion = convert(path, fallback=fallback, kernels=_kernels_for(resolver),
                                      hybrid=hybrid, on_stage=on_progress)
     outcomes = conversion.outcomes if conversion is not None else []
