@@ -51,7 +51,7 @@ def test_a_passing_batch_writes_outputs_and_reports_and_exits_0(tmp_path, monkey
     assert result.exit_code == 0, result.output
     out = tmp_path / "out"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "report.json", "report.md", "report.xml", "zoo/a.report.json", "zoo/a.tosa",
+        "report.html", "report.json", "report.md", "report.xml", "zoo/a.report.json", "zoo/a.tosa",
         "zoo/b.report.json", "zoo/b.tosa"]
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["passed"] is True
@@ -139,8 +139,10 @@ def test_sharded_runs_merge_into_the_whole(tmp_path, monkeypatch):
                     "--no-progress").exit_code for k in (1, 2)]
     assert codes == [0, 1]
     result = invoke("report", "merge", "s1/report.json", "s2/report.json", "-o", "all.json",
-                    "--junit", "all.xml", "--markdown", "all.md")
+                    "--junit", "all.xml", "--markdown", "all.md", "--html", "all.html")
     assert result.exit_code == 1
+    page = (tmp_path / "all.html").read_text()
+    assert page.count("<svg") >= 2 and "zoo/b.tflite" in page and "zoo/d.tflite" in page
     merged = json.loads((tmp_path / "all.json").read_text())
     assert [r["id"] for r in merged["models"]] == [f"zoo/{m}.tflite" for m in "abcd"]
     root = ET.parse(tmp_path / "all.xml").getroot()
@@ -197,5 +199,5 @@ def test_the_example_ci_workflow_uses_only_options_the_commands_have():
     commands = [group.commands["batch"], group.commands["report"].commands["merge"]]
     known = {opt for command in commands for param in command.params
              for opt in (*param.opts, *param.secondary_opts)}
-    assert {"--out", "--shard", "--junit", "--markdown", "--baseline"} <= used
+    assert {"--shard", "--junit", "--markdown", "--html", "--baseline"} <= used
     assert used - known == set()

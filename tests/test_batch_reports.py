@@ -83,8 +83,9 @@ def test_junit_has_one_testcase_per_model_and_failures_carry_the_first_error():
     # 7 models + 1 input error; failures: mismatch, unsupported; errors: crash,
     # timeout, error, the input.
     for element in (root, suite):
-        assert {k: element.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
-            "tests": "8", "failures": "2", "errors": "4", "skipped": "0"}
+        assert {k: element.get(k) for k in ("tests", "failures", "errors")} == {
+            "tests": "8", "failures": "2", "errors": "4"}
+    assert suite.get("skipped") == "0"
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert list(cases) == [r["id"] for r in MIXED] + ["kaggle:a/b/tfLite/c"]
     assert cases["a.tflite"].find("failure") is None and cases["a.tflite"].find("error") is None
@@ -105,7 +106,8 @@ def test_with_a_baseline_junit_fails_only_regressions_and_skips_known_failures()
     now = report_of([record("a.tflite", "crash"), record("b.tflite", "crash"),
                      record("n.tflite", "unsupported")], baseline=before)
     root = ET.fromstring(to_junit(now))
-    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+    suite = root.find("testsuite")
+    assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
         "tests": "3", "failures": "0", "errors": "1", "skipped": "2"}
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert cases["a.tflite"].find("error").get("message").startswith(
@@ -249,3 +251,73 @@ def test_markdown_summary_lists_every_model_and_the_regressions():
     assert header in lines
     assert "| b\\|c.tflite | pass | 2.0 KiB | 5 | 4 | 1 | 0 | 0.50 s | pass | 0.5 |" in lines
     assert "- `a.tflite` (crash): the worker died with SIGSEGV" in lines
+
+
+# The attributes the common JUnit schema (Jenkins' junit-10.xsd, which CI test-report
+# viewers follow) allows on each element, and the children it allows; restated from
+# that schema.
+JUNIT_ATTRIBUTES = {
+    "testsuites": {"name", "time", "tests", "failures", "disabled", "errors"},
+    "testsuite": {"name", "tests", "failures", "errors", "group", "time", "disabled",
+                  "skipped", "timestamp", "hostname", "id", "package", "file", "log", "url",
+                  "version"},
+    "properties": set(), "property": {"name", "value"},
+    "testcase": {"name", "assertions", "time", "classname", "status", "file", "line"},
+    "skipped": {"message"}, "error": {"message", "type"}, "failure": {"message", "type"},
+    "system-out": set(), "system-err": set(),
+}
+JUNIT_REQUIRED = {"testsuite": {"name", "tests"}, "testcase": {"name"},
+                  "property": {"name", "value"}}
+JUNIT_CHILDREN = {
+    "testsuites": {"testsuite"}, "testsuite": {"properties", "testcase", "system-out",
+                                               "system-err"},
+    "properties": {"property"}, "property": set(),
+    "testcase": {"skipped", "error", "failure", "system-out", "system-err"},
+    "skipped": set(), "error": set(), "failure": set(),
+}
+
+
+def junit_schema_problems(element: ET.Element) -> list[str]:
+    problems = []
+    extra = set(element.attrib) - JUNIT_ATTRIBUTES[element.tag]
+    missing = JUNIT_REQUIRED.get(element.tag, set()) - set(element.attrib)
+    if extra or missing:
+        problems.append(f"<{element.tag}>: extra {sorted(extra)}, missing {sorted(missing)}")
+    for child in element:
+        if child.tag not in JUNIT_CHILDREN[element.tag]:
+            problems.append(f"<{child.tag}> inside <{element.tag}>")
+        problems += junit_schema_problems(child)
+    return problems
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["plain", "baseline"])
+def test_junit_follows_the_common_junit_schema(gated):
+    report = report_of(MIXED, input_errors=[{"input": "kaggle:a/b/tfLite/c", "error": "404"}],
+                       missing=["2/2"], shard=(1, 2))
+    if gated:
+        report = report_of(MIXED[:4], baseline=report_of(MIXED[1:]))
+    root = ET.fromstring(to_junit(report))
+    assert root.tag == "testsuites"
+    assert junit_schema_problems(root) == []
+
+
+def test_junit_classnames_group_models_by_directory():
+    report = report_of([record("unit/int8/add.tflite", "pass", error=0.0),
+                        record("arch/net.tflite", "mismatch", error=2.0),
+                        record("top.tflite", "pass", error=0.0)])
+    cases = {c.get("name"): c.get("classname") for c in ET.fromstring(to_junit(report))
+             .iter("testcase")}
+    assert cases == {"arch/net.tflite": "tfl2tosa.batch.arch",
+                     "top.tflite": "tfl2tosa.batch",
+                     "unit/int8/add.tflite": "tfl2tosa.batch.unit.int8"}
+
+
+def test_markdown_lists_failures_before_passes():
+    passes = [record(f"p{i:03}.tflite", "pass", error=0.0) for i in range(50)]
+    text = to_markdown(report_of([*passes, record("z_broken.tflite", "crash")]))
+    lines = text.splitlines()
+    first_broken = next(i for i, line in enumerate(lines) if "z_broken.tflite" in line)
+    first_pass = next(i for i, line in enumerate(lines) if "p000.tflite" in line)
+    assert first_broken < first_pass
+    rows = [line for line in lines if line.startswith("| ") and ".tflite" in line]
+    assert "z_broken.tflite" in rows[0] and all("pass" in r for r in rows[1:])

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 MAIN = "from tfl2tosa.cli import main; main()"
+MODELS = Path(__file__).resolve().parent.parent / "models"
 
 
 def inspect(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -54,15 +56,19 @@ def test_json_summary(small_models):
     # for conv, depthwise and dense, per-channel int32 biases for the two convs.
     assert counts[("tfl.conv_2d", "quant<i8>")] == 1
     assert counts[("tfl.softmax", "quant<i8>")] == 1
-    assert counts[("tfl.pseudo_const", "quant<i8>/axis")] == 3
-    assert counts[("tfl.pseudo_const", "quant<i32>/axis")] == 2
+    constants = {(row["op"], row["element_type"]): row["count"]
+                 for row in summary["constant_counts"]}
+    assert constants[("tfl.pseudo_const", "quant<i8>/axis")] == 3
+    assert constants[("tfl.pseudo_const", "quant<i32>/axis")] == 2
+    assert not any(op == "tfl.pseudo_const" for op, _ in counts)
     (main,) = summary["graphs"]
     assert main["name"] == "main"
     assert [v["type"] for v in main["inputs"]] == [
         "tensor<1x16x16x3x!quant.uniform<i8:f32, " + main["inputs"][0]["type"].split(", ")[1]]
     assert main["outputs"][0]["type"].startswith("tensor<1x10x!quant.uniform<i8:f32, 0.00390625")
     assert summary["tensors"] == main["tensors"] == 13
-    assert summary["ops"] == sum(counts.values())
+    assert summary["operators"] == main["operators"] == sum(counts.values())
+    assert summary["constants"] == sum(constants.values())
     assert summary["signature_defs"][0]["signature_key"] == "serving_default"
 
 
@@ -76,7 +82,7 @@ def test_reads_standard_input(small_models):
     data = small_models["conv_f32"].read_bytes()
     result = inspect("-", "--json", stdin=data)
     assert result.returncode == 0
-    assert json.loads(result.stdout)["ops"] > 0
+    assert json.loads(result.stdout)["operators"] > 0
 
 
 @pytest.mark.parametrize("case", ["missing", "text", "truncated", "directory"])
@@ -96,3 +102,27 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, small_models, case):
     assert result.stdout == b""
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
+
+
+@pytest.mark.parametrize("name", ["mobilenet_tiny_int8", "lstm_classifier_float32",
+                                  "attention_block_int8"])
+def test_operator_count_is_tflites_and_constants_are_counted_apart(name):
+    """TFLite's own operator count (the schema's operator list, what Netron shows)
+    and its constant tensors (tensors with data in their buffer), read with the
+    `tflite` schema package."""
+    import tflite
+
+    path = MODELS / ("demo" if name == "mobilenet_tiny_int8" else "arch") / f"{name}.tflite"
+    model = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+    operators = sum(model.Subgraphs(i).OperatorsLength() for i in range(model.SubgraphsLength()))
+    constants = sum(
+        1 for i in range(model.SubgraphsLength())
+        for t in range(model.Subgraphs(i).TensorsLength())
+        if model.Buffers(model.Subgraphs(i).Tensors(t).Buffer()).DataLength() > 0)
+    result = inspect(path, "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    summary = json.loads(result.stdout)
+    assert summary["operators"] == operators
+    assert summary["constants"] == constants
+    table = inspect(path).stdout.decode()
+    assert f"{operators} operators, {constants} constants" in " ".join(table.split())

@@ -20,6 +20,7 @@ import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,12 @@ from tfl2tosa.kernels import kernels as kernels_for
 from tfl2tosa.ir.core import Module
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
+# Ops that hold data rather than compute: TFLite's operator count (as TFLite and
+# Netron show it) and the TOSA op counts in summaries leave them out.
+CONSTANT_OPS = frozenset({"tfl.pseudo_const", "tfl.no_value", "tosa.const", "tosa.const_shape"})
+# Ops the importer makes for tensors rather than TFLite operators: constants, the
+# absent optional operand, the state tensors of recurrent ops.
+TENSOR_OPS = CONSTANT_OPS | {"tfl.variable"}
 # How hybrid (dynamic-range) ops compute: "emulate" TFLite's hybrid kernels
 # (legalize.hybrid), or "float" on dequantized weights (legalize.conv).
 HYBRID_MODES = ("emulate", "float")
@@ -62,6 +69,15 @@ class ConversionReport:
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def operators_in(self) -> int:
+        """TFLite's operator count: the model's ops without its constants."""
+        return sum(n for name, n in self.ops_in.items() if name not in TENSOR_OPS)
+
+    @property
+    def operators_out(self) -> int:
+        return sum(n for name, n in self.ops_out.items() if name not in CONSTANT_OPS)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["summary"] = {p: self.count(p) for p in ("integer", "float", "fallback",
@@ -78,7 +94,10 @@ def op_counts(module: Module) -> dict[str, int]:
     return dict(sorted(Counter(op.name for _, op in module.ops()).items()))
 
 
-def _timed(report: ConversionReport, stage: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _timed(report: ConversionReport, stage: str, fn: Any, *args: Any,
+           on_stage: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
+    if on_stage is not None:
+        on_stage(stage)
     start = time.perf_counter()
     result = fn(*args, **kwargs)
     report.timings[stage] = report.timings.get(stage, 0.0) + time.perf_counter() - start
@@ -90,7 +109,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             profiles: tuple[str, ...] = DEFAULT_PROFILES,
             extensions: tuple[str, ...] | None = None,
             verify: bool = True, kernels: str = "reference",
-            hybrid: str = "emulate") -> tuple[Module, ConversionReport]:
+            hybrid: str = "emulate",
+            on_stage: Callable[[str], None] | None = None) -> tuple[Module, ConversionReport]:
     """Convert a TFLite model (path or bytes) to a verified TOSA Module.
 
     `kernels` picks which of TFLite's kernels integer ops reproduce where they
@@ -98,6 +118,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     devices run; see tfl2tosa.kernels). `hybrid` is how ops with int8 weights
     and float activations compute: "emulate" (TFLite's hybrid kernels,
     run-time quantized activations) or "float" (dequantized weights).
+    `on_stage` is called with each stage's name as it starts (a progress display).
 
     Raises ConversionError listing every op that could not be converted (with
     its types and TFLite location), or VerificationError for a graph that
@@ -126,18 +147,19 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
         disabled = frozenset(disabled) | HYBRID_LABELS
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
     report = ConversionReport(model=name, kernels=kernels, hybrid=hybrid)
-    module = _timed(report, "import", load, source)
+    module = _timed(report, "import", load, source, on_stage=on_stage)
     report.ops_in = op_counts(module)
-    _timed(report, "check", check_module, module)
-    report.composites = _timed(report, "inline_calls", inline_calls, module).composites
-    _timed(report, "resource_variables", lower_resource_variables, module)
+    _timed(report, "check", check_module, module, on_stage=on_stage)
+    report.composites = _timed(report, "inline_calls", inline_calls, module,
+                               on_stage=on_stage).composites
+    _timed(report, "resource_variables", lower_resource_variables, module, on_stage=on_stage)
 
     # Patterns fold constants in IEEE arithmetic, as TFLite's C kernels compute them: a
     # quantization scale near the float32 limit overflows to inf there too, and numpy's
     # warning about it would be noise on the user's terminal.
     with kernels_for(kernels), np.errstate(over="ignore", under="ignore"):
         result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
-                        disabled=disabled)
+                        disabled=disabled, on_stage=on_stage)
     report.outcomes = [asdict(o) for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
@@ -156,11 +178,11 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
         cse(module)
         dce(module)
 
-    _timed(report, "simplify", merge_duplicates)
+    _timed(report, "simplify", merge_duplicates, on_stage=on_stage)
     with kernels_for(kernels):
-        _timed(report, "lower_quant", lower_quant_ops, module)
-    _timed(report, "strip_quant", strip_func_quant_types, module)
-    _timed(report, "simplify", simplify)
+        _timed(report, "lower_quant", lower_quant_ops, module, on_stage=on_stage)
+    _timed(report, "strip_quant", strip_func_quant_types, module, on_stage=on_stage)
+    _timed(report, "simplify", simplify, on_stage=on_stage)
     if verify:
         from tfl2tosa.tosa.verify import verify as verify_tosa
 
@@ -168,7 +190,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
         kwargs: dict[str, Any] = {"profile": profiles, "needed": needed}
         if extensions is not None:
             kwargs["extensions"] = extensions
-        _timed(report, "verify", verify_tosa, module, **kwargs)
+        _timed(report, "verify", verify_tosa, module, **kwargs, on_stage=on_stage)
         report.extensions = sorted(needed)
     report.ops_out = op_counts(module)
     return module, report
@@ -193,16 +215,48 @@ def emit(module: Module, form: str) -> bytes:
 
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same directory and a rename,
-    so a reader never sees a half-written file."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    so a reader never sees a half-written file. The file gets the mode a plain
+    `open(path, "w")` would (0666 less the umask), not mkstemp's 0600.
+
+    Raises UsageError naming `path` (never the temp file) when it cannot be
+    written: a missing directory, a directory in its place, no permission.
+    """
+    target = check_writable(path)
+    directory = target.parent
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write {target}: {exc.strerror}") from None
         raise
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """`path` as a Path, if a file can be written there: its directory exists and
+    the path is not a directory. Else UsageError, said in one line."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"cannot write {target}: it is a directory")
+    directory = target.parent
+    if not directory.is_dir():
+        what = "is not a directory" if directory.exists() else "does not exist"
+        raise UsageError(f"cannot write {target}: directory {directory} {what}")
+    return target
+
+
+def _umask() -> int:
+    # Reading the umask means setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -156,6 +157,7 @@ class OutputComparison:
 @dataclass
 class ValidationReport:
     model: str
+    backend: str = ""
     resolver: str = ""
     runs: int = 0
     outputs: list[OutputComparison] = field(default_factory=list)
@@ -163,15 +165,30 @@ class ValidationReport:
     fallback_ops: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Filled with keep_details (for the HTML page); never part of to_dict.
+    details: ValidationDetails | None = field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:
         return not self.errors and all(o.within_tolerance for o in self.outputs)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
+        data["outputs"] = [asdict(o) for o in self.outputs]
         data["passed"] = self.passed
         return data
+
+
+@dataclass
+class ValidationDetails:
+    """What a picture of a validation needs beyond the report."""
+
+    conversion: Any = None                  # the ConversionReport
+    # TFLite tensor name -> largest |ours - TFLite| over the runs (integers in
+    # stored units), for every tensor both graphs have.
+    tensor_errors: dict[str, float] = field(default_factory=dict)
+    # Output name -> |ours - TFLite| of every element of every run.
+    output_errors: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 # Their integer patterns take any operand quantization equal to the output's; with
@@ -183,22 +200,41 @@ RAW_CHOICE_NOTE = ("its inputs are quantized unlike its output; TFLite picks amo
                    "so a mismatch here is TFLite's raw-integer answer")
 
 
-def _interpreter(model: bytes, *, reference: bool = True) -> tuple[Any, str]:
-    """A TFLite interpreter on builtin reference kernels, or the plain builtin ones."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import tensorflow as tf
+# TFLite runtimes validate can use, in order of preference: LiteRT (TFLite's
+# successor, a small wheel) and TensorFlow's bundled TFLite. Both offer the
+# reference resolver; their kernels differ on a few edge cases (README, Install).
+BACKENDS = ("ai-edge-litert", "tensorflow")
 
-        Interpreter = tf.lite.Interpreter
-        resolvers = tf.lite.experimental.OpResolverType
-    except ImportError:  # LiteRT, TFLite's successor, where that is what is installed
+
+def _runtime(backend: str | None) -> tuple[Any, Any, str]:
+    """(Interpreter class, OpResolverType enum, backend name) of the chosen or
+    first installed backend."""
+    if backend is not None and backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r} (choose {' or '.join(BACKENDS)})")
+    for name in (backend,) if backend else BACKENDS:
         try:
-            from ai_edge_litert import interpreter as litert
+            if name == "ai-edge-litert":
+                from ai_edge_litert import interpreter as litert
+
+                return litert.Interpreter, litert.OpResolverType, name
+            import tensorflow as tf
+
+            return tf.lite.Interpreter, tf.lite.experimental.OpResolverType, name
         except ImportError:
-            raise Tfl2TosaError("validation needs tensorflow-cpu or ai-edge-litert: "
-                                "pip install 'tfl2tosa[validate]'") from None
-        Interpreter = litert.Interpreter
-        resolvers = litert.OpResolverType
+            continue
+    if backend == "tensorflow":
+        raise Tfl2TosaError("--backend tensorflow needs tensorflow-cpu: "
+                            "pip install 'tfl2tosa[tensorflow]'")
+    raise Tfl2TosaError(f"validation needs {backend or 'ai-edge-litert or tensorflow-cpu'}: "
+                        "pip install 'tfl2tosa[validate]'")
+
+
+def _interpreter(model: bytes, *, reference: bool = True,
+                 backend: str | None = None) -> tuple[Any, str, str]:
+    """A TFLite interpreter on builtin reference kernels, or the plain builtin
+    ones; with the resolver and the backend's name."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    Interpreter, resolvers, backend_name = _runtime(backend)
     warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
     last_error: Exception | None = None
     choices = ("BUILTIN_REF", "BUILTIN_WITHOUT_DEFAULT_DELEGATES")
@@ -208,11 +244,15 @@ def _interpreter(model: bytes, *, reference: bool = True) -> tuple[Any, str]:
                                  experimental_op_resolver_type=getattr(resolvers, resolver),
                                  experimental_preserve_all_tensors=True)
             interp.allocate_tensors()
-            return interp, resolver
+            return interp, resolver, backend_name
         except (RuntimeError, ValueError) as exc:
             last_error = exc
     raise Tfl2TosaError(f"the TFLite interpreter cannot load the model: "
-                        f"{str(last_error).splitlines()[0] if last_error else ''}")
+                        f"{_first_line(last_error) if last_error else ''}")
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
 
 
 def _kernels_for(resolver: str) -> str:
@@ -355,6 +395,9 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
              conversion: Any = None, fallback: bool = True,
              lsb_tolerance: int | None = None,
              input_ranges: InputRanges | None = None,
+             backend: str | None = None,
+             on_progress: Callable[[str], None] | None = None,
+             keep_details: bool = False,
              hybrid: str = "emulate") -> ValidationReport:
     """Compare the converted model with TFLite on `runs` seeded inputs (or `inputs`).
 
@@ -362,23 +405,37 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     which ops took which path) is given. `input_ranges` draws the inputs it names
     (by index or name; key None: all) from a real-valued range instead of the
     type's whole range, for models whose ops have a domain (a divisor, RSQRT).
+    `backend` picks the TFLite runtime (BACKENDS; default: the first installed).
+    `on_progress` is told what is happening ("legalize", "run 2/10").
+    `keep_details` fills `report.details` (per-tensor and per-element errors).
     Raises InputDomainError when TFLite itself cannot run the model on an input.
     """
     import reference_model
     from tfl2tosa.pipeline import convert
+    from tfl2tosa.tflite_import.source import open_source
 
+    if inputs is None and runs < 1:
+        raise UsageError(f"runs must be at least 1 (got {runs}): nothing would be compared")
+    if inputs is not None and not inputs:
+        raise UsageError("no input sets given: nothing would be compared")
     path = os.fspath(model_path)
     report = ValidationReport(model=path)
-    with open(path, "rb") as f:
-        model_bytes = f.read()
+    model_bytes = bytes(open_source(path)[0])
     converted_here = module is None
     if converted_here:
         # Lower for the kernels that will judge: the reference ones unless the
         # reference resolver lacks one of the model's op versions.
-        _, resolver = _interpreter(model_bytes)
+        try:
+            _, resolver, _ = _interpreter(model_bytes, backend=backend)
+        except Tfl2TosaError:
+            # A model our own checks refuse (a tensor over the budget) says why first.
+            convert(path, fallback=fallback, hybrid=hybrid)
+            raise
         module, conversion = convert(path, fallback=fallback, kernels=_kernels_for(resolver),
-                                     hybrid=hybrid)
+                                     hybrid=hybrid, on_stage=on_progress)
     outcomes = conversion.outcomes if conversion is not None else []
+    if keep_details:
+        report.details = ValidationDetails(conversion=conversion)
     report.fallback_ops = [f"{o['op_name']} at {o['loc']}" for o in outcomes
                            if o["path"] == "fallback"]
     report.notes = [f"{o['op_name']} at {o['loc']}: {RAW_CHOICE_NOTE}" for o in outcomes
@@ -399,7 +456,8 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
                             "judged against TFLite running the model with those weights "
                             "dequantized, not against its hybrid kernels")
     reference = not (broken_reference or emulated)
-    interp, report.resolver = _interpreter(model_bytes, reference=reference)
+    interp, report.resolver, report.backend = _interpreter(model_bytes, reference=reference,
+                                                           backend=backend)
     if converted_here and conversion.kernels != _kernels_for(report.resolver):
         module, conversion = convert(path, fallback=fallback,
                                      kernels=_kernels_for(report.resolver), hybrid=hybrid)
@@ -424,8 +482,11 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     compiled = reference_model.compile(module)  # once for every run
     worst: dict[str, OutputComparison] = {}
     for run_inputs in inputs:
+        if on_progress is not None:
+            on_progress(f"run {report.runs + 1}/{len(inputs)}")
         if stateful and report.runs:
-            interp, _ = _interpreter(model_bytes, reference=reference)
+            interp, _, _ = _interpreter(model_bytes, reference=reference,
+                                        backend=report.backend)
         # Recurrent ops keep state in variable tensors across invocations; the TOSA
         # graph starts from the initial state every run, so TFLite must too.
         interp.reset_all_variables()
@@ -455,6 +516,8 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
             if previous is None or result.max_abs_error > previous.max_abs_error or (
                     not result.within_tolerance and previous.within_tolerance):
                 worst[detail["name"]] = result
+        if report.details is not None:
+            _keep_details(report.details, interp, module, ours, out_details, expected)
         if report.first_divergence is None and not all(w.exact for w in worst.values()):
             report.first_divergence = _first_divergence(interp, module, ours)
         report.runs += 1
@@ -504,3 +567,32 @@ def _first_divergence(interp: Any, module: Any, ours: dict[str, np.ndarray]) -> 
         elif not np.array_equal(theirs, mine):
             return value.name
     return None
+
+
+def _keep_details(details: ValidationDetails, interp: Any, module: Any,
+                  ours: dict[str, np.ndarray], out_details: list[dict[str, Any]],
+                  expected: list[np.ndarray]) -> None:
+    def difference(theirs: np.ndarray, mine: np.ndarray) -> np.ndarray:
+        mine = as_tflite_output(mine, theirs.dtype)
+        diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
+        return np.where(np.isnan(diff) & np.isnan(theirs.astype(np.float64)), 0.0, diff)
+
+    by_name = {d["name"]: d["index"] for d in interp.get_tensor_details()}
+    for value in module.main.values():
+        index = by_name.get(value.name)
+        if index is None or value.name not in ours:
+            continue
+        try:
+            theirs = interp.get_tensor(index)
+        except ValueError:
+            continue
+        if theirs.shape != ours[value.name].shape or theirs.size == 0:
+            continue
+        error = float(np.nan_to_num(difference(theirs, ours[value.name]).max(), nan=np.inf))
+        details.tensor_errors[value.name] = max(error, details.tensor_errors.get(value.name, 0.0))
+    for detail, value, theirs in zip(out_details, module.main.outputs, expected):
+        if value.name in ours and theirs.shape == ours[value.name].shape:
+            diff = difference(theirs, ours[value.name]).ravel()
+            kept = details.output_errors.get(detail["name"])
+            details.output_errors[detail["name"]] = (diff if kept is None
+                                                     else np.concatenate([kept, diff]))

@@ -49,17 +49,20 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append("### Inputs that could not be read")
         lines.extend(f"- `{e['input']}`: {_cell(e['error'])}" for e in report["input_errors"])
         lines.append("")
-    lines.append("| " + " | ".join(COLUMNS) + " |")
-    lines.append("| " + " | ".join("---" for _ in COLUMNS) + " |")
-    for record in report["models"]:
-        row = summary_row(record)
-        lines.append("| " + " | ".join(_cell(row[c]) for c in COLUMNS) + " |")
+    # Failures first: a reader looks for what broke, not for hundreds of passes.
     failing = [r for r in report["models"] if r["status"] != "pass"]
     if failing:
-        lines += ["", "### Errors", ""]
+        lines += ["### Errors", ""]
         for record in failing[:MAX_DETAILS]:
             lines.append(f"- `{record['id']}` ({record['status']}): "
                          f"{_cell(record.get('error') or '')}")
         if len(failing) > MAX_DETAILS:
             lines.append(f"- ... and {len(failing) - MAX_DETAILS} more (see the JSON report)")
+        lines.append("")
+    lines.append("| " + " | ".join(COLUMNS) + " |")
+    lines.append("| " + " | ".join("---" for _ in COLUMNS) + " |")
+    passing = [r for r in report["models"] if r["status"] == "pass"]
+    for record in failing + passing:
+        row = summary_row(record)
+        lines.append("| " + " | ".join(_cell(row[c]) for c in COLUMNS) + " |")
     return "\n".join(lines) + "\n"

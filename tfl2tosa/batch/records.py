@@ -20,11 +20,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from tfl2tosa.pipeline import CONSTANT_OPS
+
 SCHEMA_VERSION = 1
 STATUSES = ("pass", "mismatch", "unsupported", "error", "crash", "timeout", "oom")
 ABNORMAL_STATUSES = frozenset({"crash", "timeout", "oom"})
-# Structural ops that are not computation: not counted as the model's ops.
-CONSTANT_OPS = frozenset({"tfl.pseudo_const", "tfl.no_value", "tosa.const", "tosa.const_shape"})
 # A record's `error` is one readable line (reports, JUnit messages, tables); the
 # whole story is in its conversion/validation sections.
 MAX_ERROR_CHARACTERS = 300
@@ -116,6 +116,7 @@ def validation_summary(report: Any, seconds: float) -> dict[str, Any]:
         "verdict": "pass" if report.passed else "fail",
         "runs": report.runs,
         "resolver": report.resolver,
+        "backend": report.backend,
         "max_abs_error": _max_of(o["max_abs_error"] for o in outputs),
         "max_rel_error": _max_of(o["max_rel_error"] for o in outputs),
         "max_lsb": _max_of(o["max_lsb"] for o in outputs),

@@ -60,6 +60,7 @@ class BatchOptions:
     json_path: str | None = None       # default DIR/report.json
     junit_path: str | None = None      # default DIR/report.xml
     markdown_path: str | None = None   # default DIR/report.md
+    html_path: str | None = None       # default DIR/report.html, with the [html] extra
 
     def job_options(self, output: str | None) -> JobOptions:
         return JobOptions(output=output, validate=self.validate, fallback=self.fallback,
@@ -127,6 +128,8 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
     _check_input_ranges(options.input_ranges)
     baseline = _load_baseline(options.baseline)
     out = Path(options.out_dir)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a directory")
     discovery = discover(options.inputs, root=options.root, exclude=out, download=download)
     if not discovery.models and not discovery.errors:
         raise UsageError(f"no .tflite models found in {' '.join(options.inputs)}")
@@ -169,7 +172,8 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
         baseline=baseline, baseline_source=options.baseline or "")
     written = write_reports(report, json_path=options.json_path or out / "report.json",
                             junit_path=options.junit_path or out / "report.xml",
-                            markdown_path=options.markdown_path or out / "report.md")
+                            markdown_path=options.markdown_path or out / "report.md",
+                            html_path=options.html_path or _default_html(out))
     return BatchResult(report, exit_code(report), written, interrupted)
 
 
@@ -286,15 +290,30 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def _default_html(out: Path) -> Path | None:
+    """DIR/report.html when matplotlib (the [html] extra) is installed."""
+    import importlib.util
+
+    return out / "report.html" if importlib.util.find_spec("matplotlib") else None
+
+
+def _html(report: dict[str, Any]) -> bytes:
+    from tfl2tosa.html import batch_page
+
+    return batch_page(report).encode()
+
+
 def write_reports(report: dict[str, Any], *, json_path: str | os.PathLike | None,
                   junit_path: str | os.PathLike | None,
-                  markdown_path: str | os.PathLike | None) -> dict[str, str]:
+                  markdown_path: str | os.PathLike | None,
+                  html_path: str | os.PathLike | None = None) -> dict[str, str]:
     """Write the batch report in each requested form; return what was written where."""
     written: dict[str, str] = {}
     forms: dict[str, tuple[Any, Callable[[dict[str, Any]], bytes]]] = {
         "json": (json_path, lambda r: json.dumps(r, indent=2).encode()),
         "junit": (junit_path, to_junit),
         "markdown": (markdown_path, lambda r: to_markdown(r).encode()),
+        "html": (html_path, _html),
     }
     for form, (path, render) in forms.items():
         if path is not None:

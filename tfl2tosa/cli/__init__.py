@@ -11,6 +11,7 @@ import gc
 import importlib
 import os
 import sys
+from typing import Any
 
 # numpy's OpenBLAS starts a thread per core when numpy loads, about 40 ms of CPU
 # on two cores: worth it for the reference model's matrix products, pure start-up
@@ -45,7 +46,7 @@ _tune_fresh_process(sys.argv[1:])
 
 import typer  # noqa: E402  (after the process tuning above)
 
-from tfl2tosa.errors import Tfl2TosaError  # noqa: E402
+from tfl2tosa.errors import Tfl2TosaError, VerificationError  # noqa: E402
 
 # convert / validate / batch --hybrid.
 HYBRID_HELP = ("How ops with int8 weights and float activations (dynamic-range models) "
@@ -54,19 +55,48 @@ HYBRID_HELP = ("How ops with int8 weights and float activations (dynamic-range m
 
 app = typer.Typer(
     name="tfl2tosa",
-    help="Convert TensorFlow Lite models to TOSA 1.0 and check the result.",
+    help="Convert TensorFlow Lite models to TOSA 1.0 and check the result.\n\n"
+         "Examples:\n\n"
+         "  tfl2tosa convert model.tflite -o model.tosa\n\n"
+         "  tfl2tosa validate model.tflite --runs 10\n\n"
+         "  tfl2tosa batch models/ -o results/",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 _verbose = False
 INTERNAL_ERROR = 70  # sysexits.h EX_SOFTWARE
+VERBOSE_FLAGS = ("-v", "--verbose")
+
+
+def version_text() -> str:
+    """`--version`: this package, the TOSA specification it writes, the TFLite schema it reads."""
+    from tfl2tosa import __version__
+    from tfl2tosa.tflite_import.source import SCHEMA_VERSION
+    from tfl2tosa.tosa.writer import TOSA_VERSION
+
+    major, minor, patch, draft = TOSA_VERSION
+    tosa = f"{major}.{minor}.{patch}" + (" (draft)" if draft else "")
+    return (f"tfl2tosa {__version__}\nTOSA specification {tosa}\n"
+            f"TFLite schema version {SCHEMA_VERSION}")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit(0)
 
 
 @app.callback()
 def _global_options(
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show tracebacks on errors."),
+    verbose: bool = typer.Option(False, *VERBOSE_FLAGS,
+                                 help="On errors, show the full details and the traceback "
+                                      "(also accepted after the command)."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the versions of tfl2tosa, the TOSA specification "
+                                      "it writes and the TFLite schema it reads, and exit."),
     max_tensor_bytes: str = typer.Option(
         None, "--max-tensor-bytes", metavar="BYTES",
         help="Refuse any tensor larger than this (e.g. 512M, 4G) before allocating it: "
@@ -74,13 +104,24 @@ def _global_options(
              "Default: an eighth of physical memory."),
 ) -> None:
     global _verbose
-    _verbose = verbose
+    _verbose = _verbose or verbose
     if max_tensor_bytes is not None:
         from tfl2tosa import limits
 
         budget = limits.parse_bytes(max_tensor_bytes)
         limits.set_max_tensor_bytes(budget)
         os.environ[limits.ENVIRONMENT_VARIABLE] = str(budget)  # batch workers inherit it
+
+
+def hoist_verbose(args: list[str]) -> list[str]:
+    """`-v`/`--verbose` anywhere on the command line (before a `--`) means the
+    global option: each is moved in front of the command word, where typer takes it."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in VERBOSE_FLAGS]
+    if not flags:
+        return args
+    rest = [a for a in args[:end] if a not in VERBOSE_FLAGS] + args[end:]
+    return ["--verbose", *rest]
 
 
 def default_elide() -> int:
@@ -95,6 +136,27 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one error line and return the Exit to raise."""
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
+
+
+def read_npy(path: str, option: str) -> Any:
+    """An array from an .npy file named on the command line; a usage error (exit 2)
+    naming the option when it is missing or not an .npy file."""
+    import numpy as np
+
+    from tfl2tosa.errors import UsageError
+
+    try:
+        with open(path, "rb") as file:
+            if file.read(6) != b"\x93NUMPY":
+                raise UsageError(f"{option} {path}: not an .npy file (numpy.save writes them)")
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{option} {path}: is a directory, not an .npy file") from None
+    except (OSError, ValueError, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{option} {path}: not an .npy file ({reason})") from None
 
 
 # Each command's module, which registers the command on `app` when imported
@@ -128,8 +190,19 @@ def main() -> None:
     # of the collected generations, it is not rescanned by every full cyclic-GC
     # pass the command's own allocations trigger (~3% of a conversion's CPU).
     gc.freeze()
+    global _verbose
+    args = hoist_verbose(sys.argv[1:])
+    _verbose = args[:1] == ["--verbose"]
     try:
-        app()
+        app(args=args, prog_name="tfl2tosa")
+    except VerificationError as exc:
+        if _verbose:
+            _print_violations(exc)
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        typer.echo("(rerun with --verbose to list every violation; --profile and --extension "
+                   "choose what is allowed)", err=True)
+        sys.exit(exc.exit_code)
     except Tfl2TosaError as exc:
         if _verbose:
             raise
@@ -146,3 +219,9 @@ def main() -> None:
         typer.echo(f"error: internal error ({type(exc).__name__}: {first_line}); "
                    "rerun with --verbose for the traceback and please report it", err=True)
         sys.exit(INTERNAL_ERROR)
+
+
+def _print_violations(exc: VerificationError) -> None:
+    typer.echo(f"{len(exc.violations)} TOSA violation(s):", err=True)
+    for violation in exc.violations:
+        typer.echo(f"  {violation}", err=True)

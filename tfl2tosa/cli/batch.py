@@ -31,14 +31,31 @@ def parse_size(text: str) -> int | None:
     return int(number * 1024 ** " kmgt".index(unit or " "))
 
 
-@app.command("batch")
+BATCH_EXAMPLES = """
+
+Examples:
+
+  tfl2tosa batch models/ -o results/
+
+  tfl2tosa batch 'zoo/**/*.tflite' -o results/ --jobs 4 --baseline last/report.json
+
+  tfl2tosa batch models/ -o results/ --shard 2/4 --resume
+"""
+
+
+@app.command("batch", help="Convert and validate many models, each in an isolated worker; "
+                           "write reports (report.json, report.xml, report.md, report.html)."
+                           "\n\nExit code: 0 every model passed (with --baseline: nothing "
+                           "regressed); 1 a model failed or regressed, or an input could not "
+                           "be read; 2 a usage error." + BATCH_EXAMPLES)
 def batch_command(
     inputs: list[str] = typer.Argument(..., metavar="INPUT",
                                        help="Model files, directories (searched "
                                        "recursively), globs, or Kaggle handles "
                                        "kaggle:OWNER/MODEL/tfLite/VARIATION(/VERSION)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output directory (.tosa files, "
-                             "per-model and batch reports)."),
+    out: Path = typer.Option(None, "-o", "--output", help="Output directory (.tosa files, "
+                             "per-model and batch reports); required."),
+    out_alias: Path = typer.Option(None, "--out", hidden=True),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1,
                              help="Models converted in parallel."),
     timeout: float = typer.Option(300.0, "--timeout", min=0,
@@ -54,7 +71,7 @@ def batch_command(
     disable: list[str] = typer.Option([], "--disable", help="Switch a pattern off (by label)."),
     hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     runs: int = typer.Option(3, "--runs", min=1, help="Random inputs per validation."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     input_range: list[str] = typer.Option(
         [], "--input-range",
         help="As validate's, for every model: draw inputs from a real-valued range "
@@ -71,15 +88,24 @@ def batch_command(
     junit_path: Path = typer.Option(None, "--junit", help="JUnit XML (default DIR/report.xml)."),
     markdown_path: Path = typer.Option(None, "--markdown",
                                        help="Markdown summary (default DIR/report.md)."),
+    html_path: Path = typer.Option(None, "--html",
+                                   help="HTML page: status, error distribution, regressions "
+                                        "(default DIR/report.html when the [html] extra is "
+                                        "installed)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
-    """Convert and validate many models, each in an isolated worker; write reports.
-
-    Exit code: 0 every model passed (with --baseline: nothing regressed); 1 a model failed or regressed, or an input could not be read; 2 a usage error.
-    """  # noqa: E501 (one line: the help text is reflowed by paragraph)
     from tfl2tosa.batch import BatchOptions, UsageError, parse_shard, run_batch
     from tfl2tosa.batch.console import ProgressDisplay, print_summary, summary_console
 
+    if out is not None and out_alias is not None and out != out_alias:
+        raise fail("give the output directory once: -o/--output (--out is its old spelling)", 2)
+    out = out if out is not None else out_alias
+    if out is None:
+        raise fail("give the output directory: -o/--output DIR", 2)
+    if html_path is not None:
+        from tfl2tosa.html import require_matplotlib
+
+        require_matplotlib()
     try:
         options = BatchOptions(
             inputs=list(inputs), out_dir=str(out), jobs=jobs, timeout=timeout or None,
@@ -90,7 +116,8 @@ def batch_command(
             baseline=str(baseline) if baseline else None, root=str(root) if root else None,
             json_path=str(json_path) if json_path else None,
             junit_path=str(junit_path) if junit_path else None,
-            markdown_path=str(markdown_path) if markdown_path else None)
+            markdown_path=str(markdown_path) if markdown_path else None,
+            html_path=str(html_path) if html_path else None)
         with ProgressDisplay(enabled=progress) as display:
             result = run_batch(options, listener=display)
     except UsageError as exc:
@@ -99,6 +126,8 @@ def batch_command(
     print_summary(console, result.report)
     for form, path in result.written.items():
         console.print(f"{form} report: {path}")
+    if "html" not in result.written:
+        console.print("no report.html: it needs matplotlib (pip install 'tfl2tosa[html]')")
     if result.interrupted:
         not_run = len(result.report["interrupted"]["not_run"])
         typer.echo(f"interrupted: the report holds the {len(result.report['models'])} "
@@ -107,33 +136,40 @@ def batch_command(
     raise typer.Exit(result.exit_code)
 
 
-@report_app.command("merge")
+@report_app.command("merge", help="Merge shard reports into one.\n\nExit code as for "
+                                  "`batch`; 2 for reports that cannot be merged (e.g. of "
+                                  "different schema versions).\n\nExamples:\n\n"
+                                  "  tfl2tosa report merge shard*/report.json -o report.json "
+                                  "--junit report.xml")
 def merge_command(
     reports: list[Path] = typer.Argument(..., metavar="REPORT",
                                          help="Shard reports (report.json of each)."),
     output: Path = typer.Option(None, "-o", "--output", help="Merged JSON report."),
     junit_path: Path = typer.Option(None, "--junit", help="Also write JUnit XML here."),
     markdown_path: Path = typer.Option(None, "--markdown", help="Also write Markdown here."),
+    html_path: Path = typer.Option(None, "--html",
+                                   help="Also write the HTML page here (the [html] extra)."),
     baseline: Path = typer.Option(None, "--baseline",
                                   help="Compare the merged whole with this report."),
 ) -> None:
-    """Merge shard reports into one.
-
-    Exit code as for `batch`; 2 for reports that cannot be merged (e.g. of different schema versions).
-    """  # noqa: E501 (one line: the help text is reflowed by paragraph)
     from tfl2tosa.batch import ReportError, load_report, merge_reports, write_reports
     from tfl2tosa.batch.console import print_summary, summary_console
     from tfl2tosa.batch.report import exit_code
 
-    if output is None and junit_path is None and markdown_path is None:
-        raise fail("nothing to write: give -o, --junit or --markdown", 2)
+    if output is None and junit_path is None and markdown_path is None and html_path is None:
+        raise fail("nothing to write: give -o, --junit, --markdown or --html", 2)
+    if html_path is not None:
+        from tfl2tosa.html import require_matplotlib
+
+        require_matplotlib()
     try:
         previous = load_report(baseline) if baseline is not None else None
         merged = merge_reports([str(p) for p in reports], baseline=previous,
                                baseline_source=str(baseline) if baseline else "")
     except ReportError as exc:
         raise fail(str(exc), 2) from None
-    write_reports(merged, json_path=output, junit_path=junit_path, markdown_path=markdown_path)
+    write_reports(merged, json_path=output, junit_path=junit_path, markdown_path=markdown_path,
+                  html_path=html_path)
     console = summary_console()
     print_summary(console, merged)
     raise typer.Exit(exit_code(merged))

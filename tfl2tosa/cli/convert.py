@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from tfl2tosa.cli import HYBRID_HELP, app
-from tfl2tosa.errors import ConversionError
+from tfl2tosa.cli.terminal import human_size, progress_line, summary_line
+from tfl2tosa.errors import ConversionError, UsageError
+
+if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
+    from tfl2tosa.pipeline import ConversionReport
+
+EXAMPLES = """
+
+Examples:
+
+  tfl2tosa convert model.tflite                      (writes model.tosa)
+
+  tfl2tosa convert model.tflite --emit mlir -o -     (TOSA MLIR on stdout)
+
+  tfl2tosa convert model.tflite --report report.json --no-fallback
+
+  tfl2tosa convert model.tflite --profile PRO-INT --extension EXT-INT16
+"""
 
 
 def _default_profiles() -> list[str]:
@@ -17,25 +36,35 @@ def _default_profiles() -> list[str]:
     return list(DEFAULT_PROFILES)
 
 
-@app.command("convert")
+@app.command("convert", help="Convert a TFLite model to TOSA. Nothing is written unless the "
+                             "whole model converts." + EXAMPLES)
 def convert_command(
     model: str = typer.Argument(..., help="Input .tflite file, or - for standard input."),
     output: str = typer.Option(None, "-o", "--output",
                                help="Output file, or - for standard output. "
                                     "Default: MODEL with the emitted form's suffix."),
+    output_alias: str = typer.Option(None, "--out", hidden=True),
     emit_form: str = typer.Option("tosa", "--emit",
                                   help="tosa (flatbuffer), mlir (TOSA MLIR text) or tfl "
-                                       "(the imported TFLite graph as MLIR)."),
+                                       "(the imported TFLite graph as MLIR, not converted)."),
     profile: list[str] = typer.Option(..., "--profile", default_factory=_default_profiles,
                                       show_default=False,
-                                      help="TOSA profile(s) the output must conform to "
-                                           "(default: PRO-INT and PRO-FP)."),
+                                      help="TOSA profile the output must conform to "
+                                           "(PRO-INT, PRO-FP; repeat for several; default: "
+                                           "both)."),
+    extension: list[str] = typer.Option(None, "--extension",
+                                        help="TOSA extension the output may use, e.g. "
+                                             "EXT-INT16 (repeat for several; default: every "
+                                             "extension but EXT-DYNAMIC)."),
     disable: list[str] = typer.Option([], "--disable",
                                       help="Switch a legalization pattern off (by label)."),
     no_fallback: bool = typer.Option(False, "--no-fallback",
                                      help="Refuse quantized ops without an integer lowering "
                                           "instead of lowering them through float."),
-    report: Path = typer.Option(None, "--report", help="Write the conversion report (JSON)."),
+    report: Path = typer.Option(None, "--report",
+                                help="Write the conversion report (JSON) to this file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="No progress line and no summary line on the terminal."),
     hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     kernels: str = typer.Option("reference", "--kernels",
                                 help="Which TFLite kernels integer ops reproduce where they "
@@ -43,40 +72,85 @@ def convert_command(
                                      "(the builtin kernels devices run; `validate` picks this "
                                      "when the reference resolver lacks an op version)."),
 ) -> None:
-    """Convert a TFLite model to TOSA. Nothing is written unless the whole model converts."""
-    from tfl2tosa.pipeline import convert, emit, write_atomically
+    from tfl2tosa.pipeline import check_writable, convert, emit, write_atomically
 
     if emit_form not in ("tosa", "mlir", "tfl"):
-        raise typer.BadParameter("--emit must be tosa, mlir or tfl")
+        raise UsageError(f"--emit {emit_form}: choose tosa, mlir or tfl")
+    if emit_form == "tfl" and report is not None:
+        raise UsageError("--report describes a conversion, and --emit tfl does not convert "
+                         "(it prints the imported graph); drop one of them")
+    output = _one_of(output, output_alias)
+    profiles = spec_names(profile, "PRO-", "--profile")
+    extensions = spec_names(extension, "EXT-", "--extension") or None
+    started = time.perf_counter()
     source: str | bytes = sys.stdin.buffer.read() if model == "-" else model
-    if emit_form == "tfl":
-        from tfl2tosa.tflite_import import load
-
-        data = emit(load(source), "tfl")
-    else:
-        try:
-            module, conversion = convert(source, fallback=not no_fallback,
-                                         disabled=frozenset(disable),
-                                         profiles=tuple(profile), kernels=kernels,
-                                         hybrid=hybrid)
-        except ConversionError as exc:
-            if report is not None:
-                write_atomically(report, _failure_report(model, exc).encode())
-            raise
-        if report is not None:
-            write_atomically(report, conversion.to_json().encode())
-        data = emit(module, emit_form)
     if output is None:
         if model == "-":
             output = "-"
         else:
             suffix = {"tosa": ".tosa", "mlir": ".mlir", "tfl": ".tfl.mlir"}[emit_form]
             output = str(Path(model).with_suffix(suffix))
+    for path in (output, report):  # before the work, not after it
+        if path is not None and path != "-":
+            check_writable(path)
+    conversion: ConversionReport | None = None
+    with progress_line(f"converting {Path(model).name}", enabled=not quiet) as show:
+        if emit_form == "tfl":
+            from tfl2tosa.tflite_import import load
+
+            data = emit(load(source), "tfl")
+        else:
+            try:
+                module, conversion = convert(
+                    source, fallback=not no_fallback, disabled=frozenset(disable),
+                    profiles=profiles, extensions=extensions, kernels=kernels,
+                    hybrid=hybrid, on_stage=show)
+            except ConversionError as exc:
+                if report is not None:
+                    write_atomically(report, _failure_report(model, exc).encode())
+                raise
+            if report is not None:
+                write_atomically(report, conversion.to_json().encode())
+            show("writing")
+            data = emit(module, emit_form)
     if output == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     else:
         write_atomically(output, data)
+    if conversion is not None:
+        summary_line(_summary(conversion, output, len(data), time.perf_counter() - started),
+                     enabled=not quiet)
+
+
+def _one_of(value: str | None, alias: str | None) -> str | None:
+    if value is not None and alias is not None and value != alias:
+        raise UsageError("give the output once: -o/--output (--out is its old spelling)")
+    return value if value is not None else alias
+
+
+def spec_names(names: list[str] | None, prefix: str, option: str) -> tuple[str, ...]:
+    """Profile or extension names as the specification spells them: `int16`,
+    `ext_int16` and `EXT-INT16` all name EXT-INT16."""
+    from tfl2tosa.tosa.ops import EXTENSIONS, PROFILES
+
+    known = PROFILES if prefix == "PRO-" else EXTENSIONS
+    spelled = []
+    for name in names or ():
+        upper = name.upper().replace("_", "-")
+        spec = upper if upper.startswith(prefix) else prefix + upper
+        if spec not in known:
+            raise UsageError(f"{option} {name}: choose from {', '.join(known)}")
+        spelled.append(spec)
+    return tuple(spelled)
+
+
+def _summary(conversion: ConversionReport, output: str, size: int, seconds: float) -> str:
+    where = "stdout" if output == "-" else output
+    return (f"{conversion.operators_in} TFLite ops -> {conversion.operators_out} TOSA ops "
+            f"({conversion.count('integer')} integer, {conversion.count('fallback')} fallback, "
+            f"{conversion.count('float')} float); {where}: {human_size(size)}; "
+            f"{seconds:.2f} s")
 
 
 def _failure_report(model: str, exc: ConversionError) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tfl2tosa.cli import app, fail
+from tfl2tosa.cli import app, fail, read_npy
 
 if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
     import numpy as np
@@ -34,12 +34,7 @@ def safe_filename(name: str, index: int, taken: set[str]) -> str:
 
 
 def _load(path: str) -> np.ndarray:
-    import numpy as np
-
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise fail(f"cannot read input {path}: {exc}") from None
+    return read_npy(path, "--input")
 
 
 def bind_inputs(specs: list[str], input_names: list[str]) -> dict[str, np.ndarray]:
@@ -65,7 +60,10 @@ def bind_inputs(specs: list[str], input_names: list[str]) -> dict[str, np.ndarra
     return named
 
 
-@app.command("run")
+@app.command("run", help="Run FILE on the numpy TOSA reference model and save each output "
+                         "as .npy.\n\nExamples:\n\n"
+                         "  tfl2tosa run model.tosa -i x.npy -o outputs/\n\n"
+                         "  tfl2tosa run model.tosa -i input_0=x.npy -i input_1=y.npy --json")
 def run_command(
     file: str = typer.Argument(..., help="A .tosa flatbuffer."),
     inputs: list[str] = typer.Option(
@@ -73,20 +71,24 @@ def run_command(
         help="An .npy file per graph input: `file.npy` in graph input order, or "
              "`NAME=file.npy` by input name (may be mixed; named ones are bound first)."),
     out: Path = typer.Option(
-        Path("."), "--out", "-o",
+        None, "-o", "--output",
         help="Directory for the outputs, one `<output name>.npy` each. Characters outside "
              "[A-Za-z0-9._-] become `_` (e.g. `model/conv:0` -> `model_conv_0.npy`), a leading "
-             "dot becomes `_`, and clashing names get `_2`, `_3`, ..."),
+             "dot becomes `_`, and clashing names get `_2`, `_3`, ... Default: the "
+             "working directory."),
+    out_alias: Path = typer.Option(None, "--out", hidden=True),
     as_json: bool = typer.Option(False, "--json",
                                  help="Print a JSON summary: outputs (name, file, shape, "
                                       "dtype) and the run time."),
 ) -> None:
-    """Run FILE on the numpy TOSA reference model and save each output as .npy."""
     import numpy as np
 
     import reference_model
     from tfl2tosa.tosa.reader import read_tosa
 
+    if out is not None and out_alias is not None and out != out_alias:
+        raise fail("give the output directory once: -o/--output (--out is its old spelling)", 2)
+    out = out or out_alias or Path(".")
     module = read_tosa(file)
     bound = bind_inputs(inputs, [v.name for v in module.main.inputs])
     start = time.perf_counter()

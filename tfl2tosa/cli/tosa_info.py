@@ -15,7 +15,10 @@ if TYPE_CHECKING:  # imported when the command runs (`--help` must not load nump
     from tfl2tosa.ir.core import Module, Op, Value
 
 
-@app.command("tosa-info")
+@app.command("tosa-info", help="Print a TOSA flatbuffer as TOSA MLIR and a table of its "
+                               "ops by element types.\n\nExamples:\n\n"
+                               "  tfl2tosa tosa-info model.tosa\n\n"
+                               "  tfl2tosa tosa-info model.tosa --json")
 def tosa_info_command(
     path: str = typer.Argument(..., help="The .tosa file, or - for standard input."),
     elide: int = typer.Option(..., "--elide", metavar="N", default_factory=default_elide,
@@ -26,7 +29,6 @@ def tosa_info_command(
                                  help="Print graphs, op counts and sizes as JSON instead of "
                                       "the MLIR text and table."),
 ) -> None:
-    """Print a TOSA flatbuffer as TOSA MLIR and a table of its ops by element types."""
     from tfl2tosa.tosa.mlir import print_tosa_mlir
     from tfl2tosa.tosa.reader import read_tosa
 

@@ -2,46 +2,91 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from tfl2tosa.cli import HYBRID_HELP, app
+from tfl2tosa.errors import UsageError
 
 if TYPE_CHECKING:  # imported when the command runs: every command's start-up pays for these
     from tfl2tosa.validation import ValidationReport
 
 
-@app.command("validate")
+EXAMPLES = """
+
+Examples:
+
+  tfl2tosa validate model.tflite --runs 10
+
+  tfl2tosa validate model.tflite --input x.npy --json
+
+  tfl2tosa validate model.tflite --input-range 0.1:4 --html report.html
+"""
+
+
+@app.command("validate", help="Convert MODEL, run TFLite's reference kernels and our TOSA "
+                              "reference model on the same inputs, and report each output."
+                              "\n\nExit code 0 only if every output is within tolerance "
+                              "(exact on integer paths); 1 otherwise; 2 a usage error." + EXAMPLES)
 def validate_command(
     model: str = typer.Argument(..., help="Input .tflite file."),
-    runs: int = typer.Option(3, "--runs", "-n", help="Number of seeded random inputs."),
-    seed: int = typer.Option(0, "--seed"),
-    inputs: list[str] = typer.Option([], "--inputs",
+    runs: int = typer.Option(3, "--runs", "-n",
+                             help="Number of seeded random input sets (at least 1)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+    inputs: list[str] = typer.Option([], "--input", "-i",
                                      help="Use these .npy files (one per model input, "
-                                          "in order) instead of random inputs."),
+                                          "in order; repeat the option) instead of random "
+                                          "inputs."),
+    inputs_alias: list[str] = typer.Option([], "--inputs", hidden=True),
     input_range: list[str] = typer.Option(
         [], "--input-range",
         help="Draw an input from a real-valued range, quantized with its own scale: "
              "[NAME|INDEX=]LOW:HIGH (no name: every input). For ops with a domain "
              "(divisors, RSQRT), where TFLite refuses some random inputs."),
-    no_fallback: bool = typer.Option(False, "--no-fallback"),
+    no_fallback: bool = typer.Option(False, "--no-fallback",
+                                     help="Refuse quantized ops without an integer lowering "
+                                          "instead of lowering them through float."),
+    backend: str = typer.Option(None, "--backend",
+                                help="TFLite runtime: ai-edge-litert or tensorflow "
+                                     "(default: the first installed, in that order)."),
     hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     as_markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
+    html: Path = typer.Option(None, "--html",
+                              help="Also write a self-contained HTML page: the graph colored "
+                                   "by error, error histograms, the conversion per op "
+                                   "(needs the [html] extra)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress line on the terminal."),
 ) -> None:
-    """Convert MODEL, run TFLite's reference kernels and our TOSA reference model on the same inputs, and report each output.
-
-    Exit code 0 only if every output is within tolerance (exact on integer paths).
-    """
-    import numpy as np
-
+    from tfl2tosa.cli import read_npy
+    from tfl2tosa.cli.terminal import progress_line
+    from tfl2tosa.pipeline import check_writable
     from tfl2tosa.validation import parse_input_range, validate
 
-    given = [[np.load(p) for p in inputs]] if inputs else None
+    if as_json and as_markdown:
+        raise UsageError("--json and --markdown both choose how the report is printed; "
+                         "give one of them")
+    if html is not None:
+        check_writable(html)
+        from tfl2tosa.html import require_matplotlib
+
+        require_matplotlib()
+    paths = [*inputs, *inputs_alias]
+    given = [[read_npy(p, "--input") for p in paths]] if paths else None
     ranges = dict(parse_input_range(text) for text in input_range)
-    report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback,
-                      input_ranges=ranges, hybrid=hybrid)
+    with progress_line(f"validating {Path(model).name}", enabled=not quiet) as show:
+        report = validate(model, runs=runs, seed=seed, inputs=given, fallback=not no_fallback,
+                          input_ranges=ranges, hybrid=hybrid, backend=backend,
+                          on_progress=show,
+                          keep_details=html is not None)
+        if html is not None:
+            from tfl2tosa.html import validation_page
+            from tfl2tosa.pipeline import write_atomically
+
+            show("writing the HTML page")
+            write_atomically(html, validation_page(report).encode())
     if as_json:
         import json
 
@@ -55,7 +100,8 @@ def validate_command(
 
 def to_markdown(report: ValidationReport) -> str:
     lines = [f"### {report.model}: {'PASS' if report.passed else 'FAIL'}",
-             f"resolver `{report.resolver}`, {report.runs} run(s)", "",
+             f"TFLite on `{report.backend}`, resolver `{report.resolver}`, "
+             f"{report.runs} run(s)", "",
              "| output | dtype | shape | exact | max abs err | max rel err | ulp/lsb | tolerance |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in report.outputs:
@@ -78,7 +124,8 @@ def _print_table(report: ValidationReport) -> None:
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    table = Table(title=f"{report.model} ({report.resolver}, {report.runs} runs)")
+    table = Table(title=f"{report.model} ({report.backend} {report.resolver}, "
+                        f"{report.runs} runs)")
     for column in ("output", "dtype", "shape", "exact", "max abs err", "max rel err",
                    "ulp/lsb", "tolerance", "verdict"):
         table.add_column(column)

@@ -59,11 +59,31 @@ _HEX_THRESHOLD = 16
 
 
 def print_tosa_mlir(module: Module, *, elide: int | None = None,
-                    locations: bool = True) -> str:
+                    locations: bool = True, target_env: bool = True) -> str:
     """The module as TOSA MLIR. `elide` replaces constants with more elements
     than that by `dense_resource<__elided__>` (for display; tosa-opt then cannot
-    run the graph)."""
-    return _ModulePrinter(module, elide, locations).print()
+    run the graph). `target_env` states the profiles and extensions the graph
+    uses as the module's `tosa.target_env`, which `tosa-opt --tosa-validate`
+    checks against (without it tosa-opt assumes a target without extensions)."""
+    return _ModulePrinter(module, elide, locations, target_env).print()
+
+
+def target_env_attribute(module: Module) -> str | None:
+    """`#tosa.target_env<...>` in tosa-opt's spelling (`pro_int`; extensions in
+    lower case without `EXT-`); level 8K, the specification's level for the
+    inference profiles. None for a graph that needs no extension: tosa-opt
+    (tosa-tools 2026.8.0) prints `extensions = []` but cannot parse it back,
+    and its default target (both profiles, no extension) accepts such a graph."""
+    from tfl2tosa.tosa.verify import required_features
+
+    profiles, extensions = required_features(module)
+    if not extensions:
+        return None
+
+    profile_names = ", ".join(p.lower().replace("-", "_") for p in profiles)
+    extension_names = ", ".join(e.removeprefix("EXT-").lower() for e in extensions)
+    return (f'#tosa.target_env<specification_version = "1.0", level = "8k", '
+            f"profiles = [{profile_names}], extensions = [{extension_names}]>")
 
 
 # ---------------------------------------------------------------------------
@@ -265,10 +285,12 @@ class _Names:
 
 
 class _ModulePrinter:
-    def __init__(self, module: Module, elide: int | None, locations: bool) -> None:
+    def __init__(self, module: Module, elide: int | None, locations: bool,
+                 target_env: bool = True) -> None:
         if not module.graphs:
             raise IRError("cannot print a module without graphs")
         self.module = module
+        self.target_env = target_env
         self.elide = elide
         self.locations = locations
         self.branches = self._branch_graphs()
@@ -287,7 +309,8 @@ class _ModulePrinter:
         return names
 
     def print(self) -> str:
-        lines = ["module {"]
+        target = target_env_attribute(self.module) if self.target_env else None
+        lines = [f"module attributes {{tosa.target_env = {target}}} {{" if target else "module {"]
         for _, op in self.module.ops():
             if op.name == "tosa.variable":
                 lines.append("  " + self._variable(op))

@@ -56,6 +56,11 @@ FILE_IDENTIFIER = b"TOSA"
 # as backward compatible; they reject 1.1.0 unless marked draft. Our ops are
 # the 1.0 operator set, so the file says 1.0.0, final (not draft).
 TOSA_VERSION = (1, 0, 0, False)
+# The serialization library release whose file format we write (schemas/tosa.fbs
+# follows tosa-tools 2026.8.0): written as the file's software version and as
+# the oldest reader it needs, the fields Arm's reader checks (a file without
+# them is taken for one from before software versions were recorded).
+SERIALIZATION_FORMAT_VERSION = (2026, 8, 0)
 
 # flatbuffers offsets are 32-bit and the official verifier caps files at 2 GB.
 MAX_FILE_SIZE = (1 << 31) - 1
@@ -271,11 +276,29 @@ class _Serializer:
         fb.VersionAdd_Patch(b, patch)
         fb.VersionAdd_Draft(b, draft)
         version = fb.VersionEnd(b)
+        software_version = self._software_version()
+        min_reader_version = self._software_version()
+        fb.SerializationCompatibilityStart(b)
+        fb.SerializationCompatibilityAddMinReaderVersion(b, min_reader_version)
+        compatibility = fb.SerializationCompatibilityEnd(b)
         fb.TosaGraphStart(b)
         fb.TosaGraphAddVersion(b, version)
         fb.TosaGraphAddRegions(b, regions_vec)
+        fb.TosaGraphAddSoftwareVersion(b, software_version)
+        fb.TosaGraphAddCompatibility(b, compatibility)
         b.Finish(fb.TosaGraphEnd(b), file_identifier=FILE_IDENTIFIER)
         return b.Output(), self.blobs
+
+    def _software_version(self) -> int:
+        b = self.builder
+        modifier = b.CreateString("")
+        major, minor, micro = SERIALIZATION_FORMAT_VERSION
+        fb.SoftwareVersionStart(b)
+        fb.SoftwareVersionAdd_Major(b, major)
+        fb.SoftwareVersionAdd_Minor(b, minor)
+        fb.SoftwareVersionAdd_Micro(b, micro)
+        fb.SoftwareVersionAdd_Modifier(b, modifier)
+        return fb.SoftwareVersionEnd(b)
 
     # -- collecting tensors, in the order they are listed in the file
 

@@ -4294,6 +4294,129 @@ def TosaRegionEnd(builder):
 
 
 
+class SoftwareVersion(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SoftwareVersion()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSoftwareVersion(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SoftwareVersionBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x54\x4F\x53\x41", size_prefixed=size_prefixed)
+
+    # SoftwareVersion
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SoftwareVersion
+    def _Major(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # SoftwareVersion
+    def _Minor(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # SoftwareVersion
+    def _Micro(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # SoftwareVersion
+    def _Modifier(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+def SoftwareVersionStart(builder):
+    builder.StartObject(4)
+
+def SoftwareVersionAdd_Major(builder, _Major):
+    builder.PrependInt32Slot(0, _Major, -1)
+
+def SoftwareVersionAdd_Minor(builder, _Minor):
+    builder.PrependInt32Slot(1, _Minor, -1)
+
+def SoftwareVersionAdd_Micro(builder, _Micro):
+    builder.PrependInt32Slot(2, _Micro, -1)
+
+def SoftwareVersionAdd_Modifier(builder, _Modifier):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(_Modifier), 0)
+
+def SoftwareVersionEnd(builder):
+    return builder.EndObject()
+
+
+
+class SerializationCompatibility(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SerializationCompatibility()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSerializationCompatibility(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SerializationCompatibilityBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x54\x4F\x53\x41", size_prefixed=size_prefixed)
+
+    # SerializationCompatibility
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SerializationCompatibility
+    def MinReaderVersion(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SoftwareVersion()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # SerializationCompatibility
+    def Features(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+def SerializationCompatibilityStart(builder):
+    builder.StartObject(2)
+
+def SerializationCompatibilityAddMinReaderVersion(builder, minReaderVersion):
+    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(minReaderVersion), 0)
+
+def SerializationCompatibilityAddFeatures(builder, features):
+    builder.PrependUint64Slot(1, features, 0)
+
+def SerializationCompatibilityEnd(builder):
+    return builder.EndObject()
+
+
+
 class TosaGraph(object):
     __slots__ = ['_tab']
 
@@ -4350,8 +4473,28 @@ class TosaGraph(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
+    # TosaGraph
+    def SoftwareVersion(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SoftwareVersion()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # TosaGraph
+    def Compatibility(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SerializationCompatibility()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 def TosaGraphStart(builder):
-    builder.StartObject(2)
+    builder.StartObject(4)
 
 def TosaGraphAddVersion(builder, version):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(version), 0)
@@ -4361,6 +4504,12 @@ def TosaGraphAddRegions(builder, regions):
 
 def TosaGraphStartRegionsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
+
+def TosaGraphAddSoftwareVersion(builder, softwareVersion):
+    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(softwareVersion), 0)
+
+def TosaGraphAddCompatibility(builder, compatibility):
+    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(compatibility), 0)
 
 def TosaGraphEnd(builder):
     return builder.EndObject()

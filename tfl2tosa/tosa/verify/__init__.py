@@ -108,7 +108,7 @@ def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "P
     for graph in module.graphs.values():
         checker.check_graph(graph)
     if needed is not None:
-        needed.update(checker.needed)
+        needed.update(_features_used(checker)[1])
     violations = checker.violations
     if violations and raise_on_error:
         lines = [str(v) for v in violations[:MESSAGE_VIOLATIONS]]
@@ -118,6 +118,39 @@ def verify(module: Module | Graph, profile: str | Sequence[str] = ("PRO-INT", "P
                 + (f"\n  ... and {more} more" if more else ""))
         raise VerificationError(text, violations)
     return violations
+
+
+def required_features(module: Module, profile: str | Sequence[str] = ("PRO-INT", "PRO-FP"),
+                      extensions: Iterable[str] = DEFAULT_EXTENSIONS,
+                      ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(profiles, extensions) a valid `module` uses, chosen among those enabled:
+    what a target must support to run it (MLIR's tosa.target_env). Every op's
+    type mode and attribute values need one of a few feature sets; the first
+    enabled set of each counts, and an extension brings a profile it pairs with."""
+    checker = _Checker(module, enabled_features(profile, extensions))
+    for graph in module.graphs.values():
+        checker.check_graph(graph)
+    return _features_used(checker)
+
+
+def _features_used(checker: _Checker) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(profiles, extensions) chosen for the needs `checker` recorded."""
+    used: set[str] = set()
+    # Needs with one choice first; a need with several is met by what is used
+    # already when it can be (a bool op runs under PRO-INT or PRO-FP: a float
+    # model should not need PRO-INT for it).
+    for alternatives in sorted(set(checker.needs), key=lambda a: (len(a), a)):
+        choices = [set(a.split("+")) for a in alternatives]
+        if choices and not any(c <= used for c in choices):
+            used.update(min(choices, key=len))
+    for name in sorted(used):
+        pairs = EXTENSION_PROFILES.get(name, ())
+        if pairs and not used & set(pairs):
+            used.add(next((p for p in pairs if p in checker.enabled), pairs[0]))
+    order = ("PRO-INT", "PRO-FP", *EXTENSIONS)
+    chosen = sorted(used, key=order.index)
+    return (tuple(p for p in chosen if p.startswith("PRO-")),
+            tuple(e for e in chosen if e.startswith("EXT-")))
 
 
 # ---------------------------------------------------------------------------
@@ -130,7 +163,9 @@ class _Checker:
         self.enabled = enabled
         self.dynamic = "EXT-DYNAMIC" in enabled
         self.violations: list[Violation] = []
-        self.needed: set[str] = set()
+        # Per checked op (and attribute value): the feature sets, one of which
+        # it needs ("PRO-INT", "PRO-FP+EXT-VARIABLE", "EXT-DOUBLEROUND").
+        self.needs: list[tuple[str, ...]] = []
         self.variables = {op.attrs.get("name"): op for _, op in module.ops()
                           if op.name == "tosa.variable"}
 
@@ -164,8 +199,6 @@ class _Checker:
         c.check_arg_kinds()
         c.check_constants()
         c.mode = c.check_types()
-        if c.mode is not None and not any(p.startswith("PRO-") for p in c.mode.profiles):
-            self.needed.update(p for p in c.mode.profiles if p in self.enabled)
         rule = SHAPE_RULES.get(opdef.name)
         if rule is not None and not c.failed_attrs:
             rule(c)

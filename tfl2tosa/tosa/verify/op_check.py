@@ -164,14 +164,14 @@ class OpCheck:
 
     def check_constants(self) -> None:
         """Compile-time-constant operands come from tosa.const / tosa.const_shape."""
-        if self.checker.dynamic:
-            return
         for arg, value in self.pairs(self.opdef.inputs, self.op.operands):
             if not arg.ctc:
                 continue
             producer = value.owner.name if value.owner is not None else None
             wanted = "tosa.const_shape" if arg.kind == "shape" else "tosa.const"
-            if producer != wanted:
+            if producer != wanted and self.checker.dynamic:
+                self.checker.needs.append(("EXT-DYNAMIC",))
+            elif producer != wanted:
                 source = producer or "a graph input"
                 self.error(f"operand {arg.name!r} must be a compile-time constant ({wanted}) "
                            f"without EXT-DYNAMIC; it comes from {source}")
@@ -214,7 +214,7 @@ class OpCheck:
             if needed and needed not in self.checker.enabled:
                 return f"value {value} needs {needed}"
             if needed:
-                self.checker.needed.add(needed)
+                self.checker.needs.append((needed,))
             return None
         if kind == "value":
             ok = isinstance(value, (int, float, np.integer, np.floating)) \
@@ -295,6 +295,9 @@ class OpCheck:
             self.error(f"type mode '{candidates[0].name}' ({text}) needs {needs}, which is "
                        f"not enabled")
             return None
+        self.checker.needs.append(tuple(alternative for alternative in allowed[0].profiles
+                                        if all(part in self.checker.enabled
+                                               for part in alternative.split("+"))))
         return allowed[0]
 
     def refine_modes(self, candidates: list[TypeMode]) -> list[TypeMode]:
