@@ -2,7 +2,7 @@
 exit of a real CLI process (module sets, not times: the machine's load does not
 change them).
 
-- `--help` (top level and per command) loads no numpy: help text needs typer only.
+- `--help` (top level and per command) and `--version` load no numpy: they need typer only.
 - `convert` loads no TFLite runtime (tensorflow, ai_edge_litert), no rich (it
   prints nothing), and from `legalize` only the pattern families the model's
   ops need.
@@ -44,11 +44,11 @@ def loaded_modules(*args: str) -> dict[str, list[str]]:
     return json.loads(last)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["convert", "--help"], ["run", "--help"],
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["convert", "--help"], ["run", "--help"],
                                   ["inspect", "--help"], ["tosa-info", "--help"],
                                   ["batch", "--help"], ["validate", "--help"]],
                          ids=lambda a: " ".join(a))
-def test_help_loads_no_numpy(args):
+def test_help_and_version_load_no_numpy(args):
     modules = loaded_modules(*args)
     assert "typer" in modules["top"]  # the probe did run the CLI
     assert "numpy" not in modules["top"]

@@ -74,13 +74,12 @@ VERBOSE_FLAGS = ("-v", "--verbose")
 def version_text() -> str:
     """`--version`: this package, the TOSA specification it writes, the TFLite schema it reads."""
     from tfl2tosa import __version__
-    from tfl2tosa.tflite_import.source import SCHEMA_VERSION
-    from tfl2tosa.tosa.writer import TOSA_VERSION
+    from tfl2tosa.versions import TFLITE_SCHEMA_VERSION, TOSA_VERSION
 
     major, minor, patch, draft = TOSA_VERSION
     tosa = f"{major}.{minor}.{patch}" + (" (draft)" if draft else "")
     return (f"tfl2tosa {__version__}\nTOSA specification {tosa}\n"
-            f"TFLite schema version {SCHEMA_VERSION}")
+            f"TFLite schema version {TFLITE_SCHEMA_VERSION}")
 
 
 def _print_version(value: bool) -> None:

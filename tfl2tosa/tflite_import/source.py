@@ -20,12 +20,13 @@ import numpy as np
 from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
+from tfl2tosa.versions import TFLITE_SCHEMA_VERSION
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
 Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
 
 FILE_IDENTIFIER = b"TFL3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = TFLITE_SCHEMA_VERSION
 
 # What a corrupt flatbuffer makes the generated accessors raise. MemoryError is
 # deliberately absent: every size is validated before anything is allocated, so

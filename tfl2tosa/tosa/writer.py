@@ -49,13 +49,9 @@ from tfl2tosa.tosa.fbs.encoding import (
     encode_shape,
     padded_size,
 )
+from tfl2tosa.versions import TOSA_VERSION
 
 FILE_IDENTIFIER = b"TOSA"
-# TOSA specification version written into every file. Both official tools
-# (tosa-tools 2026.8.0's reference model and tosa-opt) accept any 1.0.x file
-# as backward compatible; they reject 1.1.0 unless marked draft. Our ops are
-# the 1.0 operator set, so the file says 1.0.0, final (not draft).
-TOSA_VERSION = (1, 0, 0, False)
 # The serialization library release whose file format we write (schemas/tosa.fbs
 # follows tosa-tools 2026.8.0): written as the file's software version and as
 # the oldest reader it needs, the fields Arm's reader checks (a file without
