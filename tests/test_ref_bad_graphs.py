@@ -72,3 +72,14 @@ def test_a_rescale_zero_point_without_a_value_is_an_error_if():
     _set_constant(rescale.operands[3].owner, np.zeros(0, np.int8))
     with pytest.raises(Tfl2TosaError, match="zp"):
         reference_model.run(case.module, case.inputs)
+
+
+@pytest.mark.parametrize("op_name", ["AVG_POOL2D", "MAX_POOL2D", "CONV2D", "DEPTHWISE_CONV2D",
+                                     "TRANSPOSE_CONV2D"])
+def test_a_window_op_whose_result_has_another_rank_is_an_error_if(op_name):
+    case, _ = _case(op_name)
+    op = next(o for o in case.module.main.ops if o.name == OPS[op_name].mlir)
+    result = op.results[0]
+    result.type = TensorType(result.type.shape[:2], result.type.element)  # rank 2, not 4
+    with pytest.raises(SpecErrorIf, match="result has rank 2, not 4"):
+        reference_model.run(case.module, case.inputs)

@@ -60,9 +60,13 @@ def _output_dtype(ctx: KernelContext, index: int = 0) -> np.dtype:
     return numpy_dtype(ctx.output_types[index].element)
 
 
-def _declared_dims(ctx: KernelContext) -> tuple[int, ...] | None:
+def _declared_dims(ctx: KernelContext, rank: int) -> tuple[int, ...] | None:
+    """The declared result shape (None if unranked); ERROR_IF its rank is not `rank`."""
     out = ctx.output_types[0]
-    return out.shape if isinstance(out, TensorType) else None
+    if not isinstance(out, TensorType) or out.shape is None:
+        return None
+    ctx.error_if(len(out.shape) != rank, f"result has rank {len(out.shape)}, not {rank}")
+    return out.shape
 
 
 def _sliding_size(ctx: KernelContext, dimension: int, numerator: int, stride: int,
@@ -271,7 +275,7 @@ def _conv_nd(ctx: KernelContext, dims: int) -> list[np.ndarray]:
                  f"input and weight must have rank {dims + 2}")
     ctx.error_if(w.shape[-1] != x.shape[-1],
                  f"weight has {w.shape[-1]} input channels, input has {x.shape[-1]}")
-    declared = _declared_dims(ctx)
+    declared = _declared_dims(ctx, dims + 2)
     spatial_declared = declared[1:1 + dims] if declared else (None,) * dims
     window = _window(ctx, x.shape[1:1 + dims], w.shape[1:1 + dims], ctx.attrs["pad"],
                      ctx.attrs["stride"], ctx.attrs["dilation"], spatial_declared)
@@ -311,7 +315,7 @@ def depthwise_conv2d(ctx: KernelContext) -> list[np.ndarray]:
     ctx.error_if(x.ndim != 4 or w.ndim != 4, "input and weight must have rank 4")
     ctx.error_if(w.shape[2] != x.shape[3], f"weight has {w.shape[2]} channels, input has "
                  f"{x.shape[3]}")
-    declared = _declared_dims(ctx)
+    declared = _declared_dims(ctx, 4)
     window = _window(ctx, x.shape[1:3], w.shape[0:2], ctx.attrs["pad"], ctx.attrs["stride"],
                      ctx.attrs["dilation"], declared[1:3] if declared else (None, None))
     accumulation = _accumulation(_acc_type(ctx))
@@ -365,7 +369,7 @@ def transpose_conv2d(ctx: KernelContext) -> list[np.ndarray]:
     ctx.error_if(stride[0] < 1 or stride[1] < 1, f"stride {stride} must be >= 1")
     out_hw = tuple((x.shape[1 + i] - 1) * stride[i] + out_pad[2 * i] + out_pad[2 * i + 1]
                    + kernel_hw[i] for i in range(2))
-    declared = _declared_dims(ctx)
+    declared = _declared_dims(ctx, 4)
     for i, size in enumerate(out_hw):
         given = declared[1 + i] if declared else None
         ctx.error_if(given not in (None, DYNAMIC) and given != size,
@@ -536,7 +540,7 @@ def _pool_window(ctx: KernelContext, x: np.ndarray) -> _Window:
     ctx.error_if(pad[0] >= kernel_hw[0] or pad[1] >= kernel_hw[0]
                  or pad[2] >= kernel_hw[1] or pad[3] >= kernel_hw[1],
                  f"pad {list(pad)} must be smaller than the kernel {list(kernel_hw)}")
-    declared = _declared_dims(ctx)
+    declared = _declared_dims(ctx, 4)
     return _window(ctx, x.shape[1:3], kernel_hw, pad, stride, (1, 1),
                    declared[1:3] if declared else (None, None))
 
@@ -774,9 +778,9 @@ def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
     bias, in_zp_array, w_zp_array = op.constants[2:5]
     out_channels = weight_matrix.shape[1]
     if x_shape is None or out_shape is None or bias is None or in_zp_array is None \
-            or w_zp_array is None or len(x_shape) != 4 or in_zp_array.size != 1 \
-            or w_zp_array.size != 1 or x_shape[3] != weight_channels \
-            or out_shape[3] != out_channels:
+            or w_zp_array is None or len(x_shape) != 4 or len(out_shape) != 4 \
+            or in_zp_array.size != 1 or w_zp_array.size != 1 \
+            or x_shape[3] != weight_channels or out_shape[3] != out_channels:
         return None
     bias = bias.reshape(-1)
     if bias.size != out_channels and bias.size != 1:
