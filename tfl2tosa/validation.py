@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -545,9 +545,11 @@ def _clear_unwritten_rows(path: str, expected: list[np.ndarray]) -> list[str]:
     return clear_unwritten_rows(load(path).main, expected)
 
 
-def _first_divergence(interp: Any, module: Any, ours: dict[str, np.ndarray]) -> str | None:
-    """The first tensor, in graph order, whose value differs from TFLite's tensor of
-    the same name (TOSA values keep the TFLite tensor names they were lowered from)."""
+def _paired_tensors(interp: Any, module: Any, ours: dict[str, np.ndarray]
+                    ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, TFLite's value, ours) for each tensor of `module`'s main graph, in graph
+    order, that both sides hold with the same shape (TOSA values keep the TFLite
+    tensor names they were lowered from)."""
     by_name = {d["name"]: d["index"] for d in interp.get_tensor_details()}
     for value in module.main.values():
         index = by_name.get(value.name)
@@ -557,15 +559,20 @@ def _first_divergence(interp: Any, module: Any, ours: dict[str, np.ndarray]) -> 
             theirs = interp.get_tensor(index)
         except ValueError:
             continue
-        mine = ours[value.name]
-        if theirs.shape != mine.shape:
-            continue
+        if theirs.shape == ours[value.name].shape:
+            yield value.name, theirs, ours[value.name]
+
+
+def _first_divergence(interp: Any, module: Any, ours: dict[str, np.ndarray]) -> str | None:
+    """The first tensor, in graph order, whose value differs from TFLite's tensor of
+    the same name."""
+    for name, theirs, mine in _paired_tensors(interp, module, ours):
         if np.issubdtype(theirs.dtype, np.floating):
             if not np.allclose(theirs, mine.astype(theirs.dtype), rtol=1e-4, atol=1e-5,
                                equal_nan=True):
-                return value.name
+                return name
         elif not np.array_equal(theirs, mine):
-            return value.name
+            return name
     return None
 
 
@@ -577,19 +584,11 @@ def _keep_details(details: ValidationDetails, interp: Any, module: Any,
         diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
         return np.where(np.isnan(diff) & np.isnan(theirs.astype(np.float64)), 0.0, diff)
 
-    by_name = {d["name"]: d["index"] for d in interp.get_tensor_details()}
-    for value in module.main.values():
-        index = by_name.get(value.name)
-        if index is None or value.name not in ours:
+    for name, theirs, mine in _paired_tensors(interp, module, ours):
+        if theirs.size == 0:
             continue
-        try:
-            theirs = interp.get_tensor(index)
-        except ValueError:
-            continue
-        if theirs.shape != ours[value.name].shape or theirs.size == 0:
-            continue
-        error = float(np.nan_to_num(difference(theirs, ours[value.name]).max(), nan=np.inf))
-        details.tensor_errors[value.name] = max(error, details.tensor_errors.get(value.name, 0.0))
+        error = float(np.nan_to_num(difference(theirs, mine).max(), nan=np.inf))
+        details.tensor_errors[name] = max(error, details.tensor_errors.get(name, 0.0))
     for detail, value, theirs in zip(out_details, module.main.outputs, expected):
         if value.name in ours and theirs.shape == ours[value.name].shape:
             diff = difference(theirs, ours[value.name]).ravel()
