@@ -83,3 +83,23 @@ def test_a_window_op_whose_result_has_another_rank_is_an_error_if(op_name):
     result.type = TensorType(result.type.shape[:2], result.type.element)  # rank 2, not 4
     with pytest.raises(SpecErrorIf, match="result has rank 2, not 4"):
         reference_model.run(case.module, case.inputs)
+
+
+def test_a_float_convolution_with_a_signalling_nan_weight_runs_without_a_warning():
+    """The prepared convolution widens the weights to float64; a signalling NaN
+    (a mutant's spliced bytes) is quieted there, which numpy reports as an invalid
+    cast. The result is NaN, as the general kernel gives, and nothing is printed."""
+    import warnings
+
+    fp32 = next(m for m in OPS["CONV2D"].modes if m.name == "fp32 with fp32 accumulate")
+    case = build_case("CONV2D", fp32)
+    weights = next(o for o in case.module.main.ops
+                   if o.name == "tosa.const" and o.results[0].type.shape
+                   and len(o.results[0].type.shape) == 4)
+    values = np.array(weights.attrs["values"], dtype=np.float32)
+    values.view(np.uint32).flat[0] = 0x7FA00000  # a signalling NaN
+    weights.attrs["values"] = values
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outputs = reference_model.run(case.module, case.inputs)
+    assert np.isnan(np.concatenate([np.ravel(o) for o in outputs.values()])).any()

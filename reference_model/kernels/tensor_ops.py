@@ -800,9 +800,12 @@ def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
     out_dtype = numpy_dtype(out_element)
     if not integer:
         # Float zero points are 0 (checked above): the weights as they are, in float64.
+        # A signalling NaN among them is quieted by the widening (FE_INVALID); the
+        # result is NaN either way, as in the general kernel.
+        with np.errstate(invalid="ignore"):
+            weights = weight_matrix.astype(np.float64)
         return _ConvSetup(window, x_shape, np.float64, float(in_zp), False, accumulation,
-                          bias.astype(out_dtype), False, out_dtype, 0), \
-            weight_matrix.astype(np.float64)
+                          bias.astype(out_dtype), False, out_dtype, 0), weights
     terms = kernel_hw[0] * kernel_hw[1] * channels
     x_bound = _type_bound(in_element, in_zp)
     # The weight type's range first: it settles the common cases without a pass
