@@ -18,9 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-if os.environ.get("CI") != "true":  # in CI the [dev] extra brings it: fail there
-    pytest.importorskip("matplotlib")
-
 MODELS = Path(__file__).resolve().parent.parent / "models"
 HYBRID = MODELS / "arch" / "mobilenet_tiny_dynamic_range.tflite"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -165,8 +165,6 @@ def test_litert_torch_hlfb_composites(relative: str) -> None:
     # attention as composites (quantized inside their decompositions by AI
     # Edge Quantizer).
     path = TOOLCHAINS / relative
-    if not path.exists():
-        pytest.skip(f"{relative} comes with the toolchain zoo (issue 14 point 1)")
     conversion, report = check_model(path, runs=1)
     assert report.passed
     assert [(c["name"], c["lowering"]) for c in conversion.composites] == [

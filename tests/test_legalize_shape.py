@@ -510,8 +510,6 @@ def test_litert_torch_kv_cache_decoder_at_each_position(name: str) -> None:
     # at [0, input_pos, 0, 0] and reads its RoPE and mask rows with GATHER_ND at
     # input_pos; the caches hold 16 positions.
     path = KV_CACHE_MODEL / f"{name}.tflite"
-    if not path.exists():
-        pytest.skip(f"{path.name} comes with the toolchain zoo (issue 14 point 1)")
     rng = np.random.default_rng(9)
     feeds = [[np.array([[rng.integers(0, 64)]], np.int32), np.array([position], np.int32),
               rng.uniform(-1, 1, (1, 16, 2, 8)).astype(np.float32),

@@ -299,8 +299,6 @@ def test_ai_edge_quantizer_file_stores_quantize_in_builtin_code_alone():
 
     path = (Path(__file__).resolve().parents[1]
             / "models/toolchains/ai_edge_quantizer/bert_static_a8w8.tflite")
-    if not path.exists():
-        pytest.skip(f"{path.name} comes with the toolchain zoo (issue 14 point 1)")
     model = tflite.Model.GetRootAs(path.read_bytes(), 0)
     codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
     assert [(c.DeprecatedBuiltinCode(), c.BuiltinCode(), operator_code(c)) for c in codes
