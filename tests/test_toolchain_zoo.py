@@ -32,15 +32,7 @@ MAX_FILE_BYTES = 160_000
 MAX_ZOO_BYTES = 8_000_000
 
 # fnmatch pattern on the manifest path -> why it still fails (first match wins).
-BLOCKWISE = ("issue 14 point 4: the blockwise int4 FULLY_CONNECTEDs are emulated bit for bit "
-             "(tests/test_blockwise.py), but a float op before one differs from TFLite by "
-             "an ulp ({}), which moves an int8 rounding of the layer's run-time "
-             "quantization: one quantization step at the output (validate's note)")
 EXPECTED_FAILURES: dict[str, str] = {
-    "ai_edge_quantizer/llama_dynamic_wi4_b32.tflite": BLOCKWISE.format(
-        "RMSNorm's RSQRT: TFLite computes 1.f / std::sqrt(x), rounding twice"),
-    "ai_edge_quantizer/generative_block_hlfb_dynamic_wi4_b32.tflite": BLOCKWISE.format(
-        "RMSNorm's RSQRT, then the attention's SOFTMAX"),
     "ai_edge_quantizer/swin_static_a16w8.tflite": (
         "issue 14 point 6: TFLite's reference resolver lacks TRANSPOSE v6, so validate "
         "judges on the builtin kernels, whose int16x8 FULLY_CONNECTED (first diverging "
