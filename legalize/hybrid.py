@@ -1,6 +1,7 @@
 """Hybrid ("dynamic range") ops computed as TFLite's hybrid kernels compute them:
 float activations, constant int8 weights. FULLY_CONNECTED, CONV_2D,
-DEPTHWISE_CONV_2D, BATCH_MATMUL and EMBEDDING_LOOKUP.
+DEPTHWISE_CONV_2D, BATCH_MATMUL and EMBEDDING_LOOKUP; FULLY_CONNECTED with int4
+weights in blockwise scales too (fully_connected_blockwise_hybrid).
 
 TFLite quantizes the float activation at run time, one scale per row (a
 FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
@@ -117,6 +118,8 @@ def hybrid_weights(op: Op, index: int, channel_axis: int) -> HybridWeights | Fai
         scales, zero_points, per_channel = [q.scale] * channels, [q.zero_point], False
     elif isinstance(q, UniformQuantizedPerAxis) and q.axis == channel_axis % len(t.shape):
         scales, zero_points, per_channel = list(q.scales), list(q.zero_points), True
+    elif isinstance(q, UniformQuantizedBlockwise):
+        return Failure(f"{op.name}: blockwise weights (fully_connected_blockwise_hybrid's)")
     else:
         return Failure(f"{op.name}: weights quantized along an axis other than the channels")
     if any(zp != 0 for zp in zero_points):
