@@ -119,7 +119,7 @@ def hybrid_weights(op: Op, index: int, channel_axis: int) -> HybridWeights | Fai
     elif isinstance(q, UniformQuantizedPerAxis) and q.axis == channel_axis % len(t.shape):
         scales, zero_points, per_channel = list(q.scales), list(q.zero_points), True
     elif isinstance(q, UniformQuantizedBlockwise):
-        return Failure(f"{op.name}: blockwise weights (fully_connected_blockwise_hybrid's)")
+        return Failure(f"{op.name}: blockwise scales, not one per channel")
     else:
         return Failure(f"{op.name}: weights quantized along an axis other than the channels")
     if any(zp != 0 for zp in zero_points):
