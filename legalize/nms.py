@@ -1,10 +1,46 @@
-"""Greedy non-max suppression in TOSA.
+"""Greedy non-max suppression in TOSA, and NON_MAX_SUPPRESSION_V4 / V5.
 
 `Boxes` holds the builders every NMS lowering shares: the IoU of each box with
 a picked one, and the greedy loop unrolled a fixed number of times (each step
 takes the ARGMAX of the scores still active, the first of equal ones, then
 lets the picked box suppress or decay the others). TFLite_Detection_PostProcess
-(legalize/detection.py) uses them.
+(legalize/detection.py) and the two builtin ops below use them.
+
+NON_MAX_SUPPRESSION_V4 and V5 follow TFLite's kernel
+(tensorflow/lite/kernels/non_max_suppression.cc and
+internal/reference/non_max_suppression.h), float32 only:
+
+- Inputs: boxes [N, 4] as two corners (y1, x1, y2, x2) in either order (the
+  kernel takes min and max of each pair), scores [N], max_output_size (int32),
+  iou_threshold and score_threshold (float32 scalars, constants or run-time
+  values), and for V5 soft_nms_sigma.
+- Candidates are the boxes scoring above score_threshold (strictly). The
+  kernel pops them from a priority queue by score; a popped box is dropped if
+  a box selected since it was last looked at overlaps it with IoU >= the IoU
+  threshold (IoU 0 when either area is not positive), else (V5, sigma > 0) its
+  score decays by exp(-0.5 / sigma * IoU^2) per such box. A box whose score
+  did not change is selected and, still above the threshold, pushed back, so it
+  meets itself next: with IoU 1 it is dropped when iou_threshold <= 1, and a box
+  of zero area, or any box when iou_threshold > 1, is selected again.
+- The queue is lazy: a box's score is brought up to date when it reaches the
+  top. Selecting the best current score and then letting the selected box
+  suppress or decay every active box (itself included) selects the same boxes
+  in the same order; the lowering does that, min(max_output_size, N) steps.
+  It departs from the kernel in two ways: the decays of one box are
+  multiplied in selection order, where the kernel multiplies the ones it
+  catches up on at one pop newest first (float rounding of the selected
+  scores); and equal scores are taken lowest index first (as TensorFlow's own
+  NonMaxSuppressionV4/V5 kernels do), where TFLite's std::priority_queue,
+  comparing scores only, leaves them in its heap's order, so tied boxes can be
+  listed (and, when they overlap, kept) otherwise.
+- At most min(candidates, max_output_size) boxes are selected. Outputs:
+  selected indices [max_output_size] (int32), V5's selected scores
+  [max_output_size] (the decayed score at selection), and their count; unused
+  slots hold 0.
+
+max_output_size must be a constant (it sizes the outputs); otherwise, or
+with a constant sigma below zero (the kernel fails), the op is refused. A
+run-time sigma below zero, on which the kernel fails, gives hard NMS here.
 """
 
 from __future__ import annotations
@@ -13,11 +49,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from legalize.common import tensor_type
+from legalize.common import constant_value, require_static, tensor_type
 from legalize.elementwise import Elementwise
-from legalize.shape import reshape_to, shape_of, slice_of
+from legalize.registry import pattern
+from legalize.shape import concat, fresh, reshape_to, shape_of, slice_of
 from tfl2tosa.ir.core import Op, Value
-from tfl2tosa.ir.rewrite import Rewriter
+from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i1, i32
 from tfl2tosa.tosa import build
 
@@ -95,3 +132,125 @@ class Boxes:
             picked_scores.append(score)
             found.append(any_active)
         return picks, picked_scores, found
+
+
+def _scalar_row(rw: Rewriter, value: Value) -> Value:
+    """A rank-0 float operand as [1, 1], to broadcast against [1, N]."""
+    return reshape_to(rw, value, (1, 1))
+
+
+def _kernel_inputs(op: Op) -> Failure | None:
+    """The inputs TFLite's kernel runs: float32 boxes [N, 4] and scores [N],
+    scalar int32 max_output_size and float32 thresholds and sigma."""
+    names = [tensor_type(v).element for v in op.operands]
+    floats = [t for k, t in enumerate(names) if k != 2]
+    if any(t != f32 for t in floats) or names[2] != i32:
+        return Failure("TFLite's kernel runs float32 boxes, scores and thresholds and an "
+                       f"int32 max_output_size only, not {', '.join(map(str, names))}")
+    shapes = [shape_of(v) for v in op.operands]
+    if len(shapes[0]) != 2 or shapes[0][1] != 4 or shapes[1] != (shapes[0][0],) \
+            or any(s != () for s in shapes[2:]):
+        return Failure("needs boxes [N, 4], scores [N] and scalar max_output_size, "
+                       f"thresholds and sigma, not {', '.join(map(str, shapes))}")
+    return None
+
+
+def _soft_decay(rw: Rewriter, op: Op) -> Callable[[Value, Value], Value] | Failure | None:
+    """V5's score decay (scores, iou) -> scores * exp(scale * iou * iou), scale
+    = -0.5 / sigma, where sigma > 0; None when there is none (V4, or a constant
+    sigma of 0). The kernel's scale, float(-0.5 / double(sigma)), is the
+    correctly rounded float quotient."""
+    if op.name != "tfl.non_max_suppression_v5":
+        return None
+    e = Elementwise(rw, 2)
+    sigma = op.operands[5]
+    known = constant_value(sigma)
+    soft = None                             # a run-time sigma: decay only where sigma > 0
+    if known is not None:
+        value = np.float32(known.reshape(()))
+        if value < 0:
+            return Failure(f"soft_nms_sigma {value} is negative (TFLite's kernel fails on it)")
+        if not value > 0:                   # 0 (or NaN): hard NMS, as in the kernel
+            return None
+        scale = e.const(float(np.float32(-0.5) / value), f32)
+    else:
+        sigma = _scalar_row(rw, sigma)
+        scale = e.divide(e.const(-0.5, f32), sigma)
+        soft = e.greater(sigma, e.const(0.0, f32))
+
+    def decay(scores: Value, iou: Value) -> Value:
+        decayed = e.mul(scores, e.unary("tosa.exp", e.mul(e.mul(scale, iou), iou)))
+        return decayed if soft is None else e.select(soft, decayed, scores)
+
+    return decay
+
+
+@pattern("tfl.non_max_suppression_v4", "tfl.non_max_suppression_v5", kind="any",
+         types=("f32",))
+def non_max_suppression(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Greedy (V5: soft) NMS unrolled max_output_size times, outputs padded
+    with zeros (see the module docstring)."""
+    if op is not rw.matched:
+        # The fallback's float stand-in for quantized operands, which the kernel refuses.
+        return Failure("TFLite's kernel runs float32 inputs only")
+    failure = _kernel_inputs(op)
+    if failure is not None:
+        return failure
+    limit = constant_value(op.operands[2])
+    if limit is None:
+        return Failure("max_output_size is a run-time value, so the length of the outputs "
+                       "is known only when the model runs (TOSA shapes are fixed when the "
+                       "graph is built)")
+    failure = require_static(op)
+    if failure is not None:
+        return failure
+    size = int(limit.reshape(()))
+    n = shape_of(op.operands[0])[0]
+    if size < 1 or n < 1:
+        return Failure(f"max_output_size {size} with {n} boxes gives empty outputs, which "
+                       "TOSA tensors cannot be")
+    for result in op.results[:-1]:
+        if int(np.prod(shape_of(result))) != size:
+            return Failure(f"output {result.type} does not hold "
+                           f"max_output_size {size} elements")
+    decay = _soft_decay(rw, op)
+    if isinstance(decay, Failure):
+        return decay
+    e = Elementwise(rw, 2)
+    raw = op.operands[0]
+    y1, x1, y2, x2 = (slice_of(rw, raw, (0, k), (n, 1)) for k in range(4))
+    boxes = Boxes(rw, concat(rw, [e.minimum(y1, y2), e.minimum(x1, x2),
+                                  e.maximum(y1, y2), e.maximum(x1, x2)], 1))
+    scores = reshape_to(rw, op.operands[1], (1, n))
+    iou_threshold = _scalar_row(rw, op.operands[3])
+    score_threshold = _scalar_row(rw, op.operands[4])
+    active = e.greater(scores, score_threshold)
+    candidates = build.op(rw, "tosa.reduce_sum", [e.cast(active, i32)],
+                          TensorType((1, 1), i32), axis=1)
+
+    def suppress(scores: Value, active: Value, is_picked: Value, iou: Value
+                 ) -> tuple[Value, Value]:
+        # The picked box suppresses itself like any other (IoU 1, or 0 for an
+        # empty box), as the kernel's push-back and second look do.
+        kept = e.logical_and(active, e.logical_not(e.greater_equal(iou, iou_threshold)))
+        if decay is None:
+            return scores, kept
+        scores = decay(scores, iou)
+        return scores, e.logical_and(kept, e.greater(scores, score_threshold))
+
+    keep = min(size, n)   # no more selections than candidates, at most n
+    picks, picked_scores, found = boxes.greedy_nms(scores, active, keep, suppress)
+    step = build.const(rw, np.arange(keep, dtype=np.int32)[:, None], i32)
+    valid = e.logical_and(reshape_to(rw, concat(rw, found, 0), (keep, 1)),
+                          e.greater(reshape_to(rw, candidates, (1, 1)), step))
+    indices = e.select(valid, reshape_to(rw, concat(rw, picks, 0), (keep, 1)),
+                       e.const(0, i32))
+    count = build.op(rw, "tosa.reduce_sum", [e.cast(valid, i32)], TensorType((1, 1), i32),
+                     axis=0)
+    outputs = [indices]
+    if op.name == "tfl.non_max_suppression_v5":
+        outputs.append(e.select(valid, concat(rw, picked_scores, 0), e.const(0.0, f32)))
+    if keep < size:
+        outputs = [build.pad(rw, v, (0, size - keep, 0, 0)) for v in outputs]
+    outputs.append(count)
+    return [fresh(rw, reshape_to(rw, v, shape_of(r))) for v, r in zip(outputs, op.results)]
