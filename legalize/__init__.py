@@ -41,6 +41,7 @@ MODULES = (
     "integer",
     "mediapipe",
     "misc",
+    "nms",
     "normalization",
     "pooling",
     "reduce",

@@ -15,7 +15,8 @@ The semantics follow TFLite's kernel (tensorflow/lite/kernels/detection_postproc
   (area_i + area_j - intersection), 0 when either area is not positive.
   Here: repeatedly take the ARGMAX of the scores still active (the first of
   equal ones, the kernel's order) and deactivate it and every box it
-  suppresses, a bounded unrolled loop.
+  suppresses, a bounded unrolled loop (legalize/nms.py's `Boxes`, shared with
+  NON_MAX_SUPPRESSION_V4/V5).
 - Fast NMS (`use_regular_nms` false): one NMS on each anchor's best class
   score, `max_detections` kept; each kept anchor reports its
   min(max_classes_per_detection, num_classes) best classes in row
@@ -49,6 +50,7 @@ import numpy as np
 from legalize.common import require_static, tensor_type
 from legalize.elementwise import Elementwise
 from legalize.fallback import dequantized
+from legalize.nms import Boxes
 from legalize.registry import custom_op, pattern
 from legalize.shape import concat, fresh, reshape_to, shape_of, slice_of
 from tfl2tosa.ir.core import Op, Value
@@ -100,79 +102,6 @@ def detection_options(raw: bytes) -> dict[str, Any] | Failure:
     return parsed
 
 
-class _Detection:
-    """TOSA builders over the decoded boxes [N, 4] and score rows [R, N]."""
-
-    def __init__(self, rw: Rewriter, boxes: Value, iou_threshold: float) -> None:
-        self.rw = rw
-        self.e = Elementwise(rw, 2)
-        self.boxes = boxes                      # [N, 4] ymin, xmin, ymax, xmax
-        self.n = shape_of(boxes)[0]
-        ymin, xmin, ymax, xmax = (self.column(boxes, k) for k in range(4))
-        self.corners = ymin, xmin, ymax, xmax   # each [1, N]
-        e = self.e
-        self.area = e.mul(e.sub(ymax, ymin), e.sub(xmax, xmin))
-        self.iou_threshold = iou_threshold
-        self.anchor_index = build.const(rw, np.arange(self.n, dtype=np.int32)[None, :], i32)
-
-    def column(self, x: Value, k: int) -> Value:
-        """Column k of [N, C] as a row [1, N]."""
-        return reshape_to(self.rw, slice_of(self.rw, x, (0, k), (self.n, 1)), (1, self.n))
-
-    def gather_rows(self, table: Value, index: Value) -> Value:
-        """table [N, C] rows at index [W] -> [W, C]."""
-        n, c = shape_of(table)
-        w = shape_of(index)[0]
-        values = reshape_to(self.rw, table, (1, n, c))
-        rows = build.op(self.rw, "tosa.gather", [values, reshape_to(self.rw, index, (1, w))],
-                        TensorType((1, w, c), tensor_type(table).element))
-        return reshape_to(self.rw, rows, (w, c))
-
-    def suppressed_by(self, picked: Value) -> Value:
-        """[R, N] bool: boxes whose IoU with row r's picked box [R, 4] is above
-        the threshold (never where either area is not positive)."""
-        e = self.e
-        ymin, xmin, ymax, xmax = self.corners
-        rows = shape_of(picked)[0]
-        p_ymin, p_xmin, p_ymax, p_xmax = (slice_of(self.rw, picked, (0, k), (rows, 1))
-                                          for k in range(4))
-        p_area = e.mul(e.sub(p_ymax, p_ymin), e.sub(p_xmax, p_xmin))
-        zero = e.const(0.0, f32)
-        height = e.maximum(e.sub(e.minimum(p_ymax, ymax), e.maximum(p_ymin, ymin)), zero)
-        width = e.maximum(e.sub(e.minimum(p_xmax, xmax), e.maximum(p_xmin, xmin)), zero)
-        intersection = e.mul(height, width)
-        union = e.sub(e.add(p_area, self.area), intersection)
-        iou = e.divide(intersection, union)
-        positive = e.logical_and(e.greater(p_area, zero), e.greater(self.area, zero))
-        return e.logical_and(positive, e.greater(iou, e.const(self.iou_threshold, f32)))
-
-    def greedy_nms(self, scores: Value, threshold: float, keep: int
-                   ) -> tuple[list[Value], list[Value], list[Value]]:
-        """Single-class NMS on each row of scores [R, N], unrolled `keep` times:
-        per step the picked anchor [R] (i32), its score [R, 1] and whether
-        there was one [R, 1]."""
-        e, rw = self.e, self.rw
-        rows = shape_of(scores)[0]
-        lowest = e.const(-np.inf, f32)
-        active = e.greater_equal(scores, e.const(threshold, f32))
-        picks, picked_scores, found = [], [], []
-        for _ in range(keep):
-            masked = e.select(active, scores, lowest)
-            index = build.op(rw, "tosa.argmax", [masked], TensorType((rows,), i32), axis=1,
-                             nan_mode="PROPAGATE")
-            any_active = build.op(rw, "tosa.reduce_any", [active], TensorType((rows, 1), i1),
-                                  axis=1)
-            is_picked = e.equal(self.anchor_index, reshape_to(rw, index, (rows, 1)))
-            score = build.op(rw, "tosa.reduce_max", [masked], TensorType((rows, 1), f32),
-                             axis=1, nan_mode="PROPAGATE")
-            suppressed = self.suppressed_by(self.gather_rows(self.boxes, index))
-            active = e.logical_and(active, e.logical_not(e.logical_or(is_picked, suppressed)))
-            picks.append(index)
-            picked_scores.append(score)
-            found.append(any_active)
-        return picks, picked_scores, found
-
-
 def _decode(rw: Rewriter, encodings: Value, anchors: Value, o: dict[str, Any]) -> Value:
     """Box encodings [N, >=4] and anchors [N, 4] (y, x, h, w) -> corners [N, 4]."""
     e = Elementwise(rw, 2)
@@ -203,7 +132,24 @@ def _where(e: Elementwise, valid: Value, x: Value) -> Value:
     return e.select(valid, x, zero)
 
 
-def _fast_nms(d: _Detection, scores: Value, o: dict[str, Any]) -> tuple[Value, ...]:
+def _greedy_nms(d: Boxes, scores: Value, o: dict[str, Any], keep: int
+                ) -> tuple[list[Value], list[Value], list[Value]]:
+    """The kernel's single-class NMS on each row of scores [R, N]: boxes
+    scoring at least nms_score_threshold, the picked box and those overlapping
+    it with IoU above nms_iou_threshold leave (see Boxes.greedy_nms)."""
+    e = d.e
+    iou_threshold = e.const(o["nms_iou_threshold"], f32)
+
+    def suppress(scores: Value, active: Value, is_picked: Value, iou: Value
+                 ) -> tuple[Value, Value]:
+        gone = e.logical_or(is_picked, e.greater(iou, iou_threshold))
+        return scores, e.logical_and(active, e.logical_not(gone))
+
+    active = e.greater_equal(scores, e.const(o["nms_score_threshold"], f32))
+    return d.greedy_nms(scores, active, keep, suppress)
+
+
+def _fast_nms(d: Boxes, scores: Value, o: dict[str, Any]) -> tuple[Value, ...]:
     """scores [N, C] (background dropped) -> the four outputs, fast NMS."""
     rw, e = d.rw, d.e
     n, classes = shape_of(scores)
@@ -222,7 +168,7 @@ def _fast_nms(d: _Detection, scores: Value, o: dict[str, Any]) -> tuple[Value, .
         taken = e.equal(class_index, reshape_to(rw, best, (n, 1)))
         remaining = e.select(taken, e.const(-np.inf, f32), remaining)
     best_scores = reshape_to(rw, top_scores[0], (1, n))
-    picks, _, found = d.greedy_nms(best_scores, o["nms_score_threshold"], keep)
+    picks, _, found = _greedy_nms(d, best_scores, o, keep)
     anchor = concat(rw, picks, 0)                                   # [keep]
     valid = reshape_to(rw, concat(rw, found, 0), (keep, 1))         # [keep, 1]
     table = concat(rw, [e.cast(concat(rw, top_classes, 1), f32), *top_scores], 1)
@@ -244,14 +190,14 @@ def _fast_nms(d: _Detection, scores: Value, o: dict[str, Any]) -> tuple[Value, .
             reshape_to(rw, build.cast(rw, count, f32), (1,)))
 
 
-def _regular_nms(d: _Detection, scores: Value, o: dict[str, Any]) -> tuple[Value, ...]:
+def _regular_nms(d: Boxes, scores: Value, o: dict[str, Any]) -> tuple[Value, ...]:
     """scores [N, C] (background dropped) -> the four outputs, per-class NMS."""
     rw, e = d.rw, d.e
     n, classes = shape_of(scores)
     per_class = min(o["detections_per_class"], o["max_detections"])
     keep, width = o["max_detections"], o["max_classes_per_detection"]
     by_class = build.transpose(rw, scores, (1, 0))                  # [C, N]
-    picks, picked_scores, found = d.greedy_nms(by_class, o["nms_score_threshold"], per_class)
+    picks, picked_scores, found = _greedy_nms(d, by_class, o, per_class)
     total = classes * per_class
     # Candidates in the kernel's tie order: class by class, each in NMS order.
     anchor = reshape_to(rw, concat(rw, [reshape_to(rw, p, (classes, 1)) for p in picks], 1),
@@ -338,7 +284,7 @@ def detection_postprocess(op: Op, rw: Rewriter) -> list[Value] | Failure:
                     anchors, o)
     scores = reshape_to(rw, slice_of(rw, predictions, (0, 0, label_offset),
                                      (1, n, o["num_classes"])), (n, o["num_classes"]))
-    d = _Detection(rw, boxes, o["nms_iou_threshold"])
+    d = Boxes(rw, boxes)
     outputs = (_regular_nms if o["use_regular_nms"] else _fast_nms)(d, scores, o)
     return [fresh(rw, v) for v in outputs]
 

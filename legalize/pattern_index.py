@@ -337,10 +337,10 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'neg'),
     ),
     'tfl.non_max_suppression_v4': (
-        ('legalize.unsupported', 'not_expressible_in_tosa'),
+        ('legalize.nms', 'non_max_suppression'),
     ),
     'tfl.non_max_suppression_v5': (
-        ('legalize.unsupported', 'not_expressible_in_tosa'),
+        ('legalize.nms', 'non_max_suppression'),
     ),
     'tfl.not_equal': (
         ('legalize.comparison', 'equal'),

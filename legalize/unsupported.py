@@ -29,12 +29,6 @@ REASONS: dict[str, str] = {
     "tfl.unique": f"{_DATA_DEPENDENT_SHAPE} (one output per distinct value)",
     "tfl.where": f"{_DATA_DEPENDENT_SHAPE} (one row per true element)",
     "tfl.embedding_lookup_sparse": f"{_DATA_DEPENDENT_SHAPE} (the dense shape is an input)",
-    "tfl.non_max_suppression_v4": (
-        "the greedy box selection (sort by score, then drop the boxes that overlap a kept "
-        "one, in a data-dependent loop) has no TOSA lowering"),
-    "tfl.non_max_suppression_v5": (
-        "the greedy box selection (sort by score, then soft-suppress the boxes that overlap "
-        "a kept one, in a data-dependent loop) has no TOSA lowering"),
     "tfl.random_uniform": _RANDOM,
     "tfl.random_standard_normal": _RANDOM,
     "tfl.multinomial": _RANDOM,

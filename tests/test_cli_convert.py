@@ -14,7 +14,7 @@ from arm import run_arm
 MODELS = Path(__file__).resolve().parent.parent / "models"
 DEMO = MODELS / "demo" / "mobilenet_tiny_int8.tflite"
 FLOAT_ADD = MODELS / "unit" / "float32" / "add.tflite"
-NMS = MODELS / "unit" / "float32" / "non_max_suppression_v4.tflite"
+UNIQUE = MODELS / "unit" / "float32" / "unique.tflite"
 
 
 def tfl2tosa(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -73,13 +73,13 @@ def test_emitted_mlir_parses_in_tosa_opt(tmp_path: Path) -> None:
 
 
 def test_unconvertible_model_names_the_op_and_writes_nothing(tmp_path: Path) -> None:
-    out = tmp_path / "nms.tosa"
+    out = tmp_path / "unique.tosa"
     out.write_bytes(b"previous contents")
-    result = tfl2tosa("convert", NMS, "-o", out)
+    result = tfl2tosa("convert", UNIQUE, "-o", out)
     assert result.returncode != 0
     err = result.stderr.decode().strip()
     assert len(err.splitlines()) == 1, err
-    assert "tfl.non_max_suppression_v4" in err and "main:op" in err
+    assert "tfl.unique" in err and "main:op" in err
     assert "Traceback" not in err
     assert out.read_bytes() == b"previous contents"
     assert leftovers(tmp_path) == []

@@ -1,6 +1,6 @@
 """Ops TOSA cannot express are refused by name, with the reason, and nothing is written.
 
-Models: the zoo's NON_MAX_SUPPRESSION_V4 and UNIQUE (float32 and int8), plus
+Models: the zoo's UNIQUE (float32 and int8), plus
 one-op models written with the TFLite builder for WHERE and the random ops.
 """
 
@@ -21,10 +21,6 @@ from tfl2tosa.pipeline import convert
 from tfl2tosa.errors import ConversionError
 
 ZOO = {
-    "non_max_suppression_v4_f32": ("unit/float32/non_max_suppression_v4.tflite",
-                                   "tfl.non_max_suppression_v4", "greedy box selection"),
-    "non_max_suppression_v4_i8": ("unit/int8/non_max_suppression_v4.tflite",
-                                  "tfl.non_max_suppression_v4", "greedy box selection"),
     "unique_f32": ("unit/float32/unique.tflite", "tfl.unique", "depends on the input values"),
     "unique_i8": ("unit/int8/unique.tflite", "tfl.unique", "depends on the input values"),
 }
@@ -78,12 +74,12 @@ def test_cli_prints_one_line_and_writes_nothing(tmp_path: Path) -> None:
     target = tmp_path / "out.tosa"
     result = subprocess.run(
         [sys.executable, "-c", "from tfl2tosa.cli import main; main()", "convert",
-         str(model_path("unit/float32/non_max_suppression_v4.tflite")), "-o", str(target)],
+         str(model_path("unit/float32/unique.tflite")), "-o", str(target)],
         check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
-    assert "tfl.non_max_suppression_v4" in lines[0] and "greedy box selection" in lines[0]
+    assert "tfl.unique" in lines[0] and "depends on the input values" in lines[0]
     assert not target.exists()
     assert list(tmp_path.iterdir()) == []
 
