@@ -282,9 +282,13 @@ ROUNDING_POLICY: dict[str, str] = {
 # (op, activation bits) -> rounding of TFLite's optimized kernel where it is not the
 # reference kernel's: the int8 convolutions and matrix products (cpu_backend_gemm,
 # ruy, and the optimized depthwise kernel) round as GEMM_ROUND says
-# (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py).
+# (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py), and so
+# does the 16x8 FULLY_CONNECTED, on ruy's int16 x int8 GEMM with an int32
+# accumulator, where TFLite takes it: zero zero points and no int64 bias
+# (legalize.integer.conv; tests/test_legalize_integer_fc16_kernels.py).
 OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
     ("tfl.fully_connected", 8): GEMM_ROUND,
+    ("tfl.fully_connected", 16): GEMM_ROUND,
     ("tfl.batch_matmul", 8): GEMM_ROUND,
     ("tfl.conv_2d", 8): GEMM_ROUND,
     ("tfl.depthwise_conv_2d", 8): GEMM_ROUND,

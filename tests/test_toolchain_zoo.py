@@ -37,12 +37,6 @@ BLOCKWISE = ("issue 14 point 4: blockwise int4 weights convert (dequantized at c
              "reads them), so validate's judge computes something else")
 EXPECTED_FAILURES: dict[str, str] = {
     "ai_edge_quantizer/*_dynamic_wi4_b32.tflite": BLOCKWISE,
-    "ai_edge_quantizer/swin_static_a16w8.tflite": (
-        "issue 14 point 6: TFLite's reference resolver lacks TRANSPOSE v6, so validate "
-        "judges on the builtin kernels, whose int16x8 FULLY_CONNECTED (first diverging "
-        "tensor: the first SwinAttention projection) scales its output otherwise than the "
-        "reference kernel we follow (kernels='optimized' covers int8 only); 2 LSB at the "
-        "output"),
 }
 
 

@@ -41,6 +41,7 @@ from legalize.integer.support import (
     weight_zero_point,
 )
 from legalize.quantized import (
+    ROUNDING_POLICY,
     SINGLE_ROUND,
     rescale_by_multiplier,
     rescale_per_channel,
@@ -139,11 +140,12 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
 
 
 def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
-                   out: UniformQuantized) -> list[Value] | Failure:
-    """RESCALE the accumulator per channel, then the fused activation's CLAMP."""
+                   out: UniformQuantized, rounding: str | None = None) -> list[Value] | Failure:
+    """RESCALE the accumulator per channel (with op's rounding_mode unless `rounding`
+    is given), then the fused activation's CLAMP."""
     result = tensor_type(op.results[0])
     scaled = rescale_per_channel(rw, acc, scales, out,
-                                 rounding_mode(op.name, out.storage.bits))
+                                 rounding or rounding_mode(op.name, out.storage.bits))
     if tensor_type(scaled).shape != result.shape:
         scaled = build.reshape(rw, scaled, result.shape)
     return with_fused_activation(rw, op, scaled)
@@ -235,6 +237,22 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
     return None
 
 
+def _takes_reference_kernel_16x8(op: Op, weights: TensorType) -> bool:
+    """Whether TFLite's optimized 16x8 FULLY_CONNECTED runs its reference kernel.
+
+    fully_connected.cc (EvalQuantized) runs ruy's GEMM, which accumulates in int32
+    and rounds as OPTIMIZED_ROUNDING says, only when the zero points are 0 (int16
+    inputs and outputs always have 0; per-channel weights count as 0, TFLite keeps
+    no single zero point for them) and the bias is not int64; otherwise the
+    reference kernel, whatever the resolver."""
+    per_tensor_zp = weights.element.zero_point \
+        if isinstance(weights.element, UniformQuantized) else 0
+    bias = op.operands[2] if len(op.operands) > 2 and not is_none(op.operands[2]) else None
+    bias_type = tensor_type(bias) if bias is not None else None
+    return per_tensor_zp != 0 or (
+        bias_type is not None and storage_type(bias_type.element).bits == 64)
+
+
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
          types=("i8", "i16", "i4"))
 @integer_pattern
@@ -261,11 +279,15 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(accumulated, Failure):
         return accumulated
     acc, scales = accumulated
+    rounding = None
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
-        # with the 32-bit multiplier (single rounding), which RESCALE only applies
-        # to 32-bit inputs: narrow the accumulator first (exact: it fits int32, as
+        # with the 32-bit multiplier (single rounding), and its optimized one an
+        # int32 accumulator, both of which RESCALE only applies to 32-bit inputs:
+        # narrow the accumulator first (exact: it fits int32, as
         # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
-    return scaled_output(rw, op, acc, scales, operands[1])
+        if _takes_reference_kernel_16x8(op, weights):
+            rounding = ROUNDING_POLICY[op.name]
+    return scaled_output(rw, op, acc, scales, operands[1], rounding)
