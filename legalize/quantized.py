@@ -273,8 +273,11 @@ ROUNDING_POLICY: dict[str, str] = {
     # int16 SOFTMAX scales the input differences with MultiplyByQuantizedMultiplier.
     "tfl.softmax": DOUBLE_ROUND,
     "tfl.batch_matmul": DOUBLE_ROUND,
-    # The reference FULLY_CONNECTED (int8 and 16x8) scales with the 32-bit
-    # multiplier and one rounding (as ruy does), not MultiplyByQuantizedMultiplier.
+    # The reference FULLY_CONNECTED (int8 and 16x8) requantizes in double,
+    # `std::round(acc * (s_in * s_w / s_out))`, not MultiplyByQuantizedMultiplier:
+    # one rounding, which the 32-bit multiplier reproduces except for a product
+    # that is an exact negative tie (TFLite rounds it away from zero, RESCALE up)
+    # or lies within |result| * 2^-31 of a tie (where the double's 53 bits decide).
     "tfl.fully_connected": SINGLE_ROUND,
 }
 

@@ -192,3 +192,19 @@ def test_swin_int16x8_is_exact_on_the_builtin_kernels() -> None:
     report = validate(SWIN, runs=3, backend="tensorflow", lsb_tolerance=0)
     assert report.resolver == OPTIMIZED
     assert report.passed and all(o.exact for o in report.outputs), report.outputs
+
+
+def test_reference_kernel_requantizes_in_double(tmp_path) -> None:
+    """Why the reference comparisons above keep outputs non-negative: TF 2.20's
+    reference FULLY_CONNECTED gives `std::round(acc * scale)` (ties away from zero),
+    hand-computed here from the weights, where a single RESCALE rounds ties up."""
+    data = fc16_model(tmp_path, weight_scales=[TIES[0]])
+    feeds = small_inputs(24)
+    weights = np.random.default_rng(3).integers(-127, 128, (12, 24))  # fc16_model's draw
+    acc = feeds[0].astype(np.int64) @ weights.T
+    exact = acc * 2.0 ** -2  # 2^-4 * 2^-6 / 2^-8, exact in double
+    away = np.sign(exact) * np.floor(np.abs(exact) + 0.5)
+    up = np.floor(exact + 0.5)
+    expected = reference_outputs(data, feeds)[0]
+    assert np.array_equal(expected, np.clip(away, -32768, 32767))
+    assert not np.array_equal(expected, np.clip(up, -32768, 32767))

@@ -16,9 +16,12 @@ padding), then a per-channel RESCALE to the output type and a CLAMP. The
 int64 accumulator of 16x8 is scaled by the 64-bit MultiplyByQuantizedMultiplier,
 whose 15-bit multiplier and single rounding are exactly RESCALE from i48 with
 16-bit multipliers (legalize.quantized.quantize_multiplier_16) — for CONV_2D and
-DEPTHWISE_CONV_2D. The reference FULLY_CONNECTED kernels (int8 and 16x8) scale
-with the 32-bit multiplier and a single rounding instead (measured against TF
-2.20's interpreter; see ROUNDING_POLICY).
+DEPTHWISE_CONV_2D. The reference FULLY_CONNECTED kernels (int8 and 16x8)
+requantize with one rounding in double instead, which the 32-bit multiplier with
+a single rounding reproduces but for ties and near-ties (measured against TF
+2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8 FULLY_CONNECTED runs
+ruy's GEMM on an int32 accumulator unless the bias is int64
+(_takes_reference_kernel_16x8).
 """
 
 from __future__ import annotations
@@ -215,12 +218,15 @@ def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
     """Why a 16x8 FULLY_CONNECTED's int64 accumulator may not fit int32, if it may.
 
-    TFLite's reference kernel multiplies that accumulator by the 32-bit multiplier in
-    64-bit arithmetic (one rounding). TOSA has no such step: RESCALE from i48 takes
-    16-bit multipliers only (TFLite's reduced multiplier, which rounds differently),
-    so the pattern narrows the accumulator to i32 first, exactly while it fits. A
-    large int64 bias (tiny weight scales make `bias / (s_in * s_w)` huge) or a
-    long, full-range sum would not fit: the fallback takes those."""
+    TFLite's reference kernel multiplies that accumulator by the scale in double
+    (`std::round(acc * scale)`, a 53-bit multiplier). TOSA has no such step: RESCALE
+    from i48 takes 16-bit multipliers only, 15 bits of precision where TFLite has 53,
+    so the pattern narrows the accumulator to i32 first, exactly while it fits, for
+    the 32-bit multiplier. A large int64 bias (tiny weight scales make `bias / (s_in
+    * s_w)` huge) or a long, full-range sum would not fit: the fallback takes those.
+    An exact lowering would have to emulate a 48 x 53-bit product and its rounding
+    with 32-bit integer limbs (no TOSA op multiplies an i48 value by more than 16
+    bits, and RESCALE gives no remainder)."""
     weights = constant_value(op.operands[1])
     bias = constant_value(op.operands[2]) if len(op.operands) > 2 and \
         not is_none(op.operands[2]) else np.zeros(1, dtype=np.int64)
@@ -232,8 +238,8 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
         np.abs(np.asarray(bias, dtype=np.int64).reshape(-1))
     if int(sums.max(initial=0)) >= 1 << 31:
         return Failure(f"{op.name}: the int64 accumulator may reach {int(sums.max())}, "
-                       "beyond int32 (TFLite scales it with a 32-bit multiplier; TOSA's "
-                       "48-bit RESCALE has only 16-bit multipliers)")
+                       "beyond int32 (TFLite scales it in double; TOSA's 48-bit RESCALE "
+                       "has only 16-bit multipliers)")
     return None
 
 
@@ -282,9 +288,9 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     rounding = None
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
-        # with the 32-bit multiplier (single rounding), and its optimized one an
-        # int32 accumulator, both of which RESCALE only applies to 32-bit inputs:
-        # narrow the accumulator first (exact: it fits int32, as
+        # with one rounding in double, and its optimized one an int32 accumulator
+        # with the 32-bit multiplier; RESCALE applies 32-bit multipliers to 32-bit
+        # inputs only: narrow the accumulator first (exact: it fits int32, as
         # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
