@@ -7,6 +7,8 @@ right shift, both rounding ties up (GEMM_ROUND), where the reference kernel
 rounds the same product once. The two differ where the first rounding makes a
 tie of the second: scales that are powers of two make many. With an int64 bias or
 a non-zero weight zero point, the optimized resolver runs the reference kernel.
+With per-tensor weights the optimized kernel's multiplier comes from the scales
+multiplied in float32, the reference kernel's in double.
 convert(kernels="optimized") follows the first, the default the second; the
 judges are TFLite's interpreter on each resolver (and Arm's reference model on
 our .tosa). int16 BATCH_MATMUL computes the same on both resolvers.
@@ -208,3 +210,30 @@ def test_reference_kernel_requantizes_in_double(tmp_path) -> None:
     expected = reference_outputs(data, feeds)[0]
     assert np.array_equal(expected, np.clip(away, -32768, 32767))
     assert not np.array_equal(expected, np.clip(up, -32768, 32767))
+
+
+def test_per_tensor_scale_of_the_optimized_kernel(tmp_path, monkeypatch) -> None:
+    """Per-tensor weights: the optimized kernel's multiplier comes from the input and
+    weight scales multiplied in float32 (GetQuantizedConvolutionMultipler), not in
+    double as the reference kernel's; the optimized conversion is exact, and would
+    not be with the double product (int8 per tensor: test_legalize_integer_matmul)."""
+    import legalize.integer.conv as conv
+
+    rng = np.random.default_rng(5)
+    s_in, s_w = 1.7075043856180704e-4, 4.231763158945975e-4
+    s_out = s_in * s_w * 1220.7  # outputs over most of int16
+    b = TfliteBuilder()
+    x = b.tensor([1024, 64], "INT16", "x", scale=[s_in], zero_point=[0])
+    w = b.tensor([32, 64], "INT8", "w", data=rng.integers(-127, 128, (32, 64)).astype(np.int8),
+                 scale=[s_w], zero_point=[0])
+    out = b.tensor([1024, 32], "INT16", "out", scale=[s_out], zero_point=[0])
+    b.op("FULLY_CONNECTED", [x, w], [out], options=b.options("FullyConnectedOptions"))
+    b.io([x], [out])
+    path = write_model(b, tmp_path / "fc_per_tensor.tflite")
+    feeds = [rng.integers(-32768, 32768, (1024, 64)).astype(np.int16)]
+    expected = optimized_outputs(path.read_bytes(), feeds)[0]
+    mine, _, _ = ours(path, "optimized", feeds)
+    assert np.array_equal(mine.reshape(expected.shape), expected)
+    monkeypatch.setattr(conv, "_optimized_scale", lambda x, w, out: x.scale * w.scale / out.scale)
+    mine, _, _ = ours(path, "optimized", feeds)
+    assert not np.array_equal(mine.reshape(expected.shape), expected)

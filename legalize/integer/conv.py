@@ -21,7 +21,7 @@ requantize with one rounding in double instead, which the 32-bit multiplier with
 a single rounding reproduces but for ties and near-ties (measured against TF
 2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8 FULLY_CONNECTED runs
 ruy's GEMM on an int32 accumulator unless the bias is int64
-(_takes_reference_kernel_16x8).
+(_runs_optimized_kernel).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from legalize.quantized import (
 )
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
+from tfl2tosa import kernels
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
@@ -243,20 +244,33 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
     return None
 
 
-def _takes_reference_kernel_16x8(op: Op, weights: TensorType) -> bool:
-    """Whether TFLite's optimized 16x8 FULLY_CONNECTED runs its reference kernel.
+def _runs_optimized_kernel(op: Op, q_in: UniformQuantized, weights: TensorType) -> bool:
+    """Whether TFLite runs its optimized FULLY_CONNECTED for op under tfl2tosa.kernels.
 
-    fully_connected.cc (EvalQuantized) runs ruy's GEMM, which accumulates in int32
-    and rounds as OPTIMIZED_ROUNDING says, only when the zero points are 0 (int16
-    inputs and outputs always have 0; per-channel weights count as 0, TFLite keeps
-    no single zero point for them) and the bias is not int64; otherwise the
-    reference kernel, whatever the resolver."""
+    fully_connected.cc (EvalQuantized): the builtin resolver runs int8 on
+    cpu_backend_gemm, and 16x8 on ruy's int32 GEMM only when the zero points are 0
+    (int16 inputs and outputs always have 0; per-channel weights count as 0, TFLite
+    keeps no single zero point for them) and the bias is not int64, the reference
+    kernel otherwise."""
+    if kernels.current() != "optimized":
+        return False
+    if q_in.storage.bits != 16:
+        return True
     per_tensor_zp = weights.element.zero_point \
         if isinstance(weights.element, UniformQuantized) else 0
     bias = op.operands[2] if len(op.operands) > 2 and not is_none(op.operands[2]) else None
     bias_type = tensor_type(bias) if bias is not None else None
-    return per_tensor_zp != 0 or (
-        bias_type is not None and storage_type(bias_type.element).bits == 64)
+    return per_tensor_zp == 0 and (
+        bias_type is None or storage_type(bias_type.element).bits != 64)
+
+
+def _optimized_scale(x: UniformQuantized, weights: UniformQuantized,
+                     out: UniformQuantized) -> float:
+    """The per-tensor scale of the optimized kernel: GetQuantizedConvolutionMultipler
+    (kernel_util.cc) multiplies the input and weight scales in float32, then divides
+    in double (the reference kernel and per-channel weights take all in double)."""
+    product = np.float32(x.scale) * np.float32(weights.scale)
+    return float(product) / float(np.float32(out.scale))
 
 
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
@@ -285,7 +299,13 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(accumulated, Failure):
         return accumulated
     acc, scales = accumulated
-    rounding = None
+    q_in, q_out = operands[:2]
+    if _runs_optimized_kernel(op, q_in, weights):
+        rounding = rounding_mode(op.name, q_in.storage.bits)
+        if isinstance(weights.element, UniformQuantized):
+            scales = [_optimized_scale(q_in, weights.element, q_out)] * oc
+    else:
+        rounding = ROUNDING_POLICY[op.name]
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
         # with one rounding in double, and its optimized one an int32 accumulator
@@ -294,6 +314,4 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
-        if _takes_reference_kernel_16x8(op, weights):
-            rounding = ROUNDING_POLICY[op.name]
-    return scaled_output(rw, op, acc, scales, operands[1], rounding)
+    return scaled_output(rw, op, acc, scales, q_out, rounding)
