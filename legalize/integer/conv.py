@@ -17,9 +17,10 @@ int64 accumulator of 16x8 is scaled by the 64-bit MultiplyByQuantizedMultiplier,
 whose 15-bit multiplier and single rounding are exactly RESCALE from i48 with
 16-bit multipliers (legalize.quantized.quantize_multiplier_16) — for CONV_2D and
 DEPTHWISE_CONV_2D. The reference FULLY_CONNECTED kernels (int8 and 16x8)
-requantize with one rounding in double instead, which the 32-bit multiplier with
-a single rounding reproduces but for ties and near-ties (measured against TF
-2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8 FULLY_CONNECTED runs
+requantize with one rounding in double instead, ties away from zero, which the
+32-bit multiplier with a single rounding reproduces once negative ties are moved
+(_ties_away_from_zero), but for products within |result| * 2^-31 of a tie
+(measured against TF 2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8 FULLY_CONNECTED runs
 ruy's GEMM on an int32 accumulator unless the bias is int64
 (_runs_optimized_kernel).
 """
@@ -27,6 +28,7 @@ ruy's GEMM on an int32 accumulator unless the bias is int64
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -46,6 +48,7 @@ from legalize.integer.support import (
 from legalize.quantized import (
     ROUNDING_POLICY,
     SINGLE_ROUND,
+    quantize_multiplier,
     rescale_by_multiplier,
     rescale_per_channel,
     rounding_mode,
@@ -59,6 +62,7 @@ from tfl2tosa.ir.types import (
     ScalarType,
     TensorType,
     UniformQuantized,
+    i1,
     i4,
     i8,
     i32,
@@ -273,14 +277,66 @@ def _optimized_scale(x: UniformQuantized, weights: UniformQuantized,
     return float(product) / float(np.float32(out.scale))
 
 
+def _tie_masks(scales: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per channel, (mask, half) such that `acc * scale` is a tie exactly when
+    `acc & mask == half`, or (0, 1), which no accumulator meets, for a channel
+    without ties; None when no channel has them.
+
+    An int32 accumulator times `scale = n * 2^-E` (n odd) is a tie when acc mod 2^E
+    is 2^(E-1), which needs 1 <= E <= 31; only a scale that the 32-bit multiplier
+    holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
+    and at most 1 (see _ties_away_from_zero)."""
+    masks, halves = [], []
+    for scale in scales:
+        ratio = Fraction(scale)
+        exponent = ratio.denominator.bit_length() - 1
+        exact = 0 < scale <= 1 and 1 <= exponent <= 31 and \
+            Fraction(*_multiplier_ratio(scale)) == ratio
+        masks.append((1 << exponent) - 1 if exact else 0)
+        halves.append(1 << (exponent - 1) if exact else 1)
+    if not any(masks):
+        return None
+    return np.array(masks, dtype=np.int32), np.array(halves, dtype=np.int32)
+
+
+def _multiplier_ratio(scale: float) -> tuple[int, int]:
+    multiplier, shift = quantize_multiplier(scale)
+    return multiplier, 1 << shift
+
+
+def _ties_away_from_zero(rw: Rewriter, acc: Value, scales: list[float]) -> Value:
+    """`acc - 1` where `acc * scale` is a negative tie, so that the RESCALE, which
+    rounds ties up, gives what TFLite's reference FULLY_CONNECTED gives,
+    `std::round(acc * scale)`, away from zero: `k + 1/2 - scale` rounds to k for
+    0 < scale <= 1. `acc` as it is when no channel's scale makes ties (_tie_masks):
+    arbitrary scales never do."""
+    masks = _tie_masks(scales)
+    if masks is None:
+        return acc
+    t = tensor_type(acc)
+    rank = len(t.shape)
+    boolean = t.with_element(i1)
+
+    def per_channel(values: np.ndarray) -> Value:
+        return build.const(rw, values.reshape((1,) * (rank - 1) + (-1,)), i32)
+
+    low = build.op(rw, "tosa.bitwise_and", [acc, per_channel(masks[0])], t)
+    tie = build.op(rw, "tosa.equal", [low, per_channel(masks[1])], boolean)
+    zero = build.const(rw, np.zeros((1,) * rank, dtype=np.int32), i32)
+    negative = build.op(rw, "tosa.greater", [zero, acc], boolean)
+    negative_tie = build.op(rw, "tosa.logical_and", [tie, negative], boolean)
+    return build.op(rw, "tosa.sub", [acc, build.cast(rw, negative_tie, i32)], t)
+
+
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
          types=("i8", "i16", "i4"))
 @integer_pattern
 def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A 1x1 CONV2D over [rows, 1, 1, IC] with the [OC, IC] weights as [OC, 1, 1, IC]
     (CONV2D takes the bias, MATMUL would not), per-channel RESCALE with the
-    FULLY_CONNECTED rounding (single rounding in TFLite's reference kernel), CLAMP,
-    then the result shape."""
+    FULLY_CONNECTED rounding (one rounding, ties away from zero, in TFLite's
+    reference kernel; two in ruy's GEMM for the optimized ones), CLAMP, then the
+    result shape."""
     if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
         return Failure(f"{op.name}: only DEFAULT weights and one result are supported")
     operands = conv_operands(op, 1)
@@ -300,7 +356,8 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return accumulated
     acc, scales = accumulated
     q_in, q_out = operands[:2]
-    if _runs_optimized_kernel(op, q_in, weights):
+    optimized = _runs_optimized_kernel(op, q_in, weights)
+    if optimized:
         rounding = rounding_mode(op.name, q_in.storage.bits)
         if isinstance(weights.element, UniformQuantized):
             scales = [_optimized_scale(q_in, weights.element, q_out)] * oc
@@ -314,4 +371,6 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
+    if not optimized:
+        acc = _ties_away_from_zero(rw, acc, scales)
     return scaled_output(rw, op, acc, scales, q_out, rounding)

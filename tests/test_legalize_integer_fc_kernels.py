@@ -1,4 +1,5 @@
-"""int16x8 FULLY_CONNECTED on both of TFLite's kernel sets, bit exact.
+"""FULLY_CONNECTED (int16x8, and int8 where the two share a point) on both of
+TFLite's kernel sets, bit exact.
 
 TFLite's optimized FULLY_CONNECTED (fully_connected.cc, EvalQuantized) runs 16x8
 on ruy's int16 x int8 GEMM when every zero point is 0 and the bias is not int64:
@@ -14,9 +15,9 @@ judges are TFLite's interpreter on each resolver (and Arm's reference model on
 our .tosa). int16 BATCH_MATMUL computes the same on both resolvers.
 
 TF 2.20's reference FULLY_CONNECTED requantizes in double, `std::round(acc *
-scale)`, rounding an exact tie away from zero where the lowering's RESCALE rounds
-it up: the cases with ties compare the reference side on outputs that a RELU keeps
-non-negative (a negative tie clamps to 0 either way).
+scale)`, rounding an exact tie away from zero where RESCALE rounds it up: the
+reference lowering moves negative ties first, which the power-of-two scales here
+check, for int8 too.
 
 The AI Edge Quantizer int16x8 Swin runs only on the builtin kernels (the
 reference resolver lacks TRANSPOSE v6): exact there.
@@ -114,30 +115,25 @@ GEMM_CASES = [
 
 
 @pytest.mark.parametrize("params", GEMM_CASES)
-@pytest.mark.parametrize("activation", ["NONE", "RELU"])
-def test_ruy_path_rounds_twice(tmp_path, params, activation) -> None:
+def test_ruy_path_rounds_twice(tmp_path, params) -> None:
     """Where TFLite's optimized kernel runs ruy, the kernels disagree on these inputs;
-    convert(kernels="optimized") is exact with the optimized kernels (and Arm's model),
-    the default with the reference ones (on non-negative outputs, see above)."""
-    data = fc16_model(tmp_path, activation=activation, **params)
+    each conversion is exact with its own kernels, and on Arm's model."""
+    data = fc16_model(tmp_path, **params)
     path = tmp_path / "fc16.tflite"
     feeds = small_inputs(24)
-    optimized = optimized_outputs(data, feeds)[0]
-    reference = reference_outputs(data, feeds)[0]
-    assert not np.array_equal(optimized, reference)
-    mine, module, conversion = ours(path, "optimized", feeds)
-    assert np.array_equal(mine.reshape(optimized.shape), optimized)
-    check_against_arm(module, conversion, [feeds])
-    if activation == "RELU":
-        mine, _, _ = ours(path, "reference", feeds)
-        assert np.array_equal(mine.reshape(reference.shape), reference)
+    judged = {"optimized": optimized_outputs(data, feeds)[0],
+              "reference": reference_outputs(data, feeds)[0]}
+    assert not np.array_equal(judged["optimized"], judged["reference"])
+    for kernels, expected in judged.items():
+        mine, module, conversion = ours(path, kernels, feeds)
+        assert np.array_equal(mine.reshape(expected.shape), expected), kernels
+        check_against_arm(module, conversion, [feeds])
 
 
 REFERENCE_PATH_CASES = [
-    pytest.param({"weight_scales": TIES, "bias": "INT64", "activation": "RELU"},
-                 id="per_channel_int64_bias"),
+    pytest.param({"weight_scales": TIES, "bias": "INT64"}, id="per_channel_int64_bias"),
     pytest.param({"weight_scales": [TIES[0]], "weight_zp": 3, "activation": "RELU"},
-                 id="per_tensor_weight_zp"),
+                 id="per_tensor_weight_zp_relu"),
 ]
 
 
@@ -197,8 +193,8 @@ def test_swin_int16x8_is_exact_on_the_builtin_kernels() -> None:
 
 
 def test_reference_kernel_requantizes_in_double(tmp_path) -> None:
-    """Why the reference comparisons above keep outputs non-negative: TF 2.20's
-    reference FULLY_CONNECTED gives `std::round(acc * scale)` (ties away from zero),
+    """What the reference lowering's tie correction follows: TF 2.20's reference
+    FULLY_CONNECTED gives `std::round(acc * scale)` (ties away from zero),
     hand-computed here from the weights, where a single RESCALE rounds ties up."""
     data = fc16_model(tmp_path, weight_scales=[TIES[0]])
     feeds = small_inputs(24)
@@ -236,4 +232,37 @@ def test_per_tensor_scale_of_the_optimized_kernel(tmp_path, monkeypatch) -> None
     assert np.array_equal(mine.reshape(expected.shape), expected)
     monkeypatch.setattr(conv, "_optimized_scale", lambda x, w, out: x.scale * w.scale / out.scale)
     mine, _, _ = ours(path, "optimized", feeds)
+    assert not np.array_equal(mine.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+@pytest.mark.parametrize("weight_scales", [[2.0 ** -7], TIES + ORDINARY],
+                         ids=["per_tensor", "per_channel_mixed"])
+def test_reference_ties_away_from_zero(tmp_path, monkeypatch, bits, weight_scales) -> None:
+    """Power-of-two scales make exact ties of both signs: the reference conversion
+    is exact with TFLite's reference kernel (and Arm's model), and is not without
+    moving the negative ones."""
+    import legalize.integer.conv as conv
+
+    rng = np.random.default_rng(4)
+    storage, dtype = ("INT16", np.int16) if bits == 16 else ("INT8", np.int8)
+    scales = [weight_scales[c % len(weight_scales)] for c in range(12)] \
+        if len(weight_scales) > 1 else weight_scales
+    b = TfliteBuilder()
+    x = b.tensor([64, 24], storage, "x", scale=[2.0 ** -4], zero_point=[0])
+    w = b.tensor([12, 24], "INT8", "w", data=rng.integers(-127, 128, (12, 24)).astype(np.int8),
+                 scale=scales, zero_point=[0] * len(scales))
+    out = b.tensor([64, 12], storage, "out", scale=[2.0 ** (-8 if bits == 16 else -6)],
+                   zero_point=[0])
+    b.op("FULLY_CONNECTED", [x, w], [out], options=b.options("FullyConnectedOptions"))
+    b.io([x], [out])
+    path = write_model(b, tmp_path / "fc_ties.tflite")
+    small = 60 if bits == 16 else 6  # products within the output type
+    feeds = [rng.integers(-small, small + 1, (64, 24)).astype(dtype)]
+    expected = reference_outputs(path.read_bytes(), feeds)[0]
+    mine, module, conversion = ours(path, "reference", feeds)
+    assert np.array_equal(mine.reshape(expected.shape), expected)
+    check_against_arm(module, conversion, [feeds])
+    monkeypatch.setattr(conv, "_ties_away_from_zero", lambda rw, acc, scales: acc)
+    mine, _, _ = ours(path, "reference", feeds)
     assert not np.array_equal(mine.reshape(expected.shape), expected)
