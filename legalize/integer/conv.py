@@ -20,8 +20,8 @@ DEPTHWISE_CONV_2D. The reference FULLY_CONNECTED kernels (int8 and 16x8)
 requantize with one rounding in double instead, ties away from zero, which the
 32-bit multiplier with a single rounding reproduces once negative ties are moved
 (_ties_away_from_zero), but for products within |result| * 2^-31 of a tie
-(measured against TF 2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8 FULLY_CONNECTED runs
-ruy's GEMM on an int32 accumulator unless the bias is int64
+(measured against TF 2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8
+FULLY_CONNECTED runs ruy's GEMM on an int32 accumulator unless the bias is int64
 (_runs_optimized_kernel).
 """
 
