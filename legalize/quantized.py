@@ -273,8 +273,12 @@ ROUNDING_POLICY: dict[str, str] = {
     # int16 SOFTMAX scales the input differences with MultiplyByQuantizedMultiplier.
     "tfl.softmax": DOUBLE_ROUND,
     "tfl.batch_matmul": DOUBLE_ROUND,
-    # The reference FULLY_CONNECTED (int8 and 16x8) scales with the 32-bit
-    # multiplier and one rounding (as ruy does), not MultiplyByQuantizedMultiplier.
+    # The reference FULLY_CONNECTED (int8 and 16x8) requantizes in double,
+    # `std::round(acc * (s_in * s_w / s_out))`, not MultiplyByQuantizedMultiplier:
+    # one rounding, which the 32-bit multiplier reproduces except for a product
+    # that is an exact negative tie (TFLite rounds it away from zero, RESCALE up:
+    # the pattern moves those, legalize.integer.conv._ties_away_from_zero) or lies
+    # within |result| * 2^-31 of a tie (where the double's 53 bits decide).
     "tfl.fully_connected": SINGLE_ROUND,
 }
 
@@ -282,9 +286,13 @@ ROUNDING_POLICY: dict[str, str] = {
 # (op, activation bits) -> rounding of TFLite's optimized kernel where it is not the
 # reference kernel's: the int8 convolutions and matrix products (cpu_backend_gemm,
 # ruy, and the optimized depthwise kernel) round as GEMM_ROUND says
-# (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py).
+# (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py), and so
+# does the 16x8 FULLY_CONNECTED, on ruy's int16 x int8 GEMM with an int32
+# accumulator, where TFLite takes it: zero zero points and no int64 bias
+# (legalize.integer.conv; tests/test_legalize_integer_fc_kernels.py).
 OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
     ("tfl.fully_connected", 8): GEMM_ROUND,
+    ("tfl.fully_connected", 16): GEMM_ROUND,
     ("tfl.batch_matmul", 8): GEMM_ROUND,
     ("tfl.conv_2d", 8): GEMM_ROUND,
     ("tfl.depthwise_conv_2d", 8): GEMM_ROUND,

@@ -297,10 +297,10 @@ def test_fully_connected(tmp_path, params) -> None:
 
 def test_fully_connected_16x8_accumulator_beyond_int32(tmp_path) -> None:
     """Weight scales near 1e-5 with an int16 input scale near 3e-5 make the int64
-    bias `bias / (s_in * s_w)` reach 6e9. TFLite multiplies that accumulator by its
-    32-bit multiplier in 64-bit arithmetic; RESCALE from i48 has only 16-bit
-    multipliers (which round otherwise) and the exact narrowing to i32 no longer
-    fits (it failed apply_scale_16's REQUIRE). The pattern refuses it by name and
+    bias `bias / (s_in * s_w)` reach 6e9. TFLite multiplies that accumulator by the
+    scale in double; RESCALE from i48 has only 16-bit multipliers (which round
+    otherwise) and the exact narrowing to i32 no longer fits (it failed
+    apply_scale_16's REQUIRE). The pattern refuses it by name and
     the fallback computes it, within one LSB of TFLite on 2000 rows."""
     rng = _rng(0)
     units, depth, rows = 6, 32, 2000

@@ -33,12 +33,6 @@ MAX_ZOO_BYTES = 8_000_000
 
 # fnmatch pattern on the manifest path -> why it still fails (first match wins).
 EXPECTED_FAILURES: dict[str, str] = {
-    "ai_edge_quantizer/swin_static_a16w8.tflite": (
-        "issue 14 point 6: TFLite's reference resolver lacks TRANSPOSE v6, so validate "
-        "judges on the builtin kernels, whose int16x8 FULLY_CONNECTED (first diverging "
-        "tensor: the first SwinAttention projection) scales its output otherwise than the "
-        "reference kernel we follow (kernels='optimized' covers int8 only); 2 LSB at the "
-        "output"),
 }
 
 

@@ -70,3 +70,19 @@ def test_ranged_integer_input_is_quantized_with_the_input_scale():
     # Saturates at the type's bounds: 1000 / 0.5 + 3 is far above 127.
     high = ranged_input(np.random.default_rng(0), detail, (1000.0, 1001.0))
     assert high.tolist() == [127] * 4
+
+
+def test_nan_that_tflite_quantizes_is_one_line_not_a_mismatch():
+    # A random int8 divisor at its zero point is a real 0: TFLite's float FLOOR_MOD
+    # gives NaN there, and its QUANTIZE casts NaN to an integer (127 with this zero
+    # point), no number to compare; a divisor range away from 0 validates exactly.
+    model = MODELS / "int8" / "floor_mod.tflite"  # input serving_default_input_1:0 divides
+    result = tfl2tosa("validate", model, "--runs", "3")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert lines[0].startswith("error: TFLite's main:op2:FLOOR_MOD gives NaN on input set")
+    assert "--input-range" in lines[0]
+    result = tfl2tosa("validate", model, "--runs", "3",
+                      "--input-range", "serving_default_input_1:0=0.5:2")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -49,7 +49,8 @@ class VerificationError(Tfl2TosaError):
 
 class InputDomainError(Tfl2TosaError):
     """TFLite itself cannot run the model on the inputs given or drawn (a zero
-    divisor, a negative RSQRT input): the inputs are outside the model's domain."""
+    divisor, a negative RSQRT input), or quantizes a NaN it computed there: the
+    inputs are outside the model's domain."""
 
 
 class ReferenceModelError(Tfl2TosaError):

@@ -417,7 +417,8 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     `backend` picks the TFLite runtime (BACKENDS; default: the first installed).
     `on_progress` is told what is happening ("legalize", "run 2/10").
     `keep_details` fills `report.details` (per-tensor and per-element errors).
-    Raises InputDomainError when TFLite itself cannot run the model on an input.
+    Raises InputDomainError when TFLite itself cannot run the model on an input, or
+    quantizes a NaN it computed on one (checked on runs that do not match).
     """
     import reference_model
     from tfl2tosa.pipeline import convert
@@ -521,10 +522,17 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
         feeds = [as_graph_input(a, v) for a, v in zip(run_inputs, module.main.inputs)]
         ours = compiled.run(feeds, keep_intermediates=True)
         graph = module.main
-        for detail, value, exp in zip(out_details, graph.outputs, expected):
-            result = compare(detail["name"], exp, as_tflite_output(ours[value.name], exp.dtype),
-                             lsb_tolerance=lsb_tolerance,
-                             float_bounds=bounds, family=family)
+        results = [compare(detail["name"], exp, as_tflite_output(ours[value.name], exp.dtype),
+                           lsb_tolerance=lsb_tolerance, float_bounds=bounds, family=family)
+                   for detail, value, exp in zip(out_details, graph.outputs, expected)]
+        if not all(r.exact for r in results) and \
+                (source := _quantized_nan(interp, path)) is not None:
+            raise InputDomainError(
+                f"TFLite's {source} gives NaN on input set {report.runs + 1} (an input "
+                "outside its domain, such as a zero divisor) and a QUANTIZE turns it into "
+                "an integer, which is no number to compare (give inputs in the model's "
+                "domain: --input-range [NAME=]LOW:HIGH or --inputs)")
+        for detail, result in zip(out_details, results):
             previous = worst.get(detail["name"])
             if previous is None or result.max_abs_error > previous.max_abs_error or (
                     not result.within_tolerance and previous.within_tolerance):
@@ -561,6 +569,25 @@ def _clear_unwritten_rows(path: str, expected: list[np.ndarray]) -> list[str]:
     from tfl2tosa.tflite_import import load
 
     return clear_unwritten_rows(load(path).main, expected)
+
+
+def _quantized_nan(interp: Any, path: str) -> str | None:
+    """The TFLite op ("main:op2:FLOOR_MOD") whose NaN a QUANTIZE of the model turned
+    into an integer on the last run, if any. TFLite's QUANTIZE casts NaN as x86 does
+    (INT32_MIN, plus the zero point, clamped): a platform's answer, not a number."""
+    from tfl2tosa.tflite_import import load
+
+    graph = load(path).main
+    producers = {result.name: op for op in graph.ops for result in op.results}
+    by_name = {d["name"]: d["index"] for d in interp.get_tensor_details()}
+    for op in graph.ops:
+        if op.name != "tfl.quantize" or op.operands[0].name not in by_name:
+            continue
+        values = interp.get_tensor(by_name[op.operands[0].name])
+        if np.issubdtype(values.dtype, np.floating) and np.isnan(values).any():
+            producer = producers.get(op.operands[0].name)
+            return producer.loc if producer else op.operands[0].name
+    return None
 
 
 def _paired_tensors(interp: Any, module: Any, ours: dict[str, np.ndarray]

@@ -16,14 +16,19 @@ padding), then a per-channel RESCALE to the output type and a CLAMP. The
 int64 accumulator of 16x8 is scaled by the 64-bit MultiplyByQuantizedMultiplier,
 whose 15-bit multiplier and single rounding are exactly RESCALE from i48 with
 16-bit multipliers (legalize.quantized.quantize_multiplier_16) — for CONV_2D and
-DEPTHWISE_CONV_2D. The reference FULLY_CONNECTED kernels (int8 and 16x8) scale
-with the 32-bit multiplier and a single rounding instead (measured against TF
-2.20's interpreter; see ROUNDING_POLICY).
+DEPTHWISE_CONV_2D. The reference FULLY_CONNECTED kernels (int8 and 16x8)
+requantize with one rounding in double instead, ties away from zero, which the
+32-bit multiplier with a single rounding reproduces once negative ties are moved
+(_ties_away_from_zero), but for products within |result| * 2^-31 of a tie
+(measured against TF 2.20's interpreter; see ROUNDING_POLICY). The optimized 16x8
+FULLY_CONNECTED runs ruy's GEMM on an int32 accumulator unless the bias is int64
+(_runs_optimized_kernel).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -41,19 +46,23 @@ from legalize.integer.support import (
     weight_zero_point,
 )
 from legalize.quantized import (
+    ROUNDING_POLICY,
     SINGLE_ROUND,
+    quantize_multiplier,
     rescale_by_multiplier,
     rescale_per_channel,
     rounding_mode,
 )
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
+from tfl2tosa import kernels
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
     ScalarType,
     TensorType,
     UniformQuantized,
+    i1,
     i4,
     i8,
     i32,
@@ -139,11 +148,12 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
 
 
 def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
-                   out: UniformQuantized) -> list[Value] | Failure:
-    """RESCALE the accumulator per channel, then the fused activation's CLAMP."""
+                   out: UniformQuantized, rounding: str | None = None) -> list[Value] | Failure:
+    """RESCALE the accumulator per channel (with op's rounding_mode unless `rounding`
+    is given), then the fused activation's CLAMP."""
     result = tensor_type(op.results[0])
     scaled = rescale_per_channel(rw, acc, scales, out,
-                                 rounding_mode(op.name, out.storage.bits))
+                                 rounding or rounding_mode(op.name, out.storage.bits))
     if tensor_type(scaled).shape != result.shape:
         scaled = build.reshape(rw, scaled, result.shape)
     return with_fused_activation(rw, op, scaled)
@@ -213,12 +223,15 @@ def depthwise_conv_2d_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
     """Why a 16x8 FULLY_CONNECTED's int64 accumulator may not fit int32, if it may.
 
-    TFLite's reference kernel multiplies that accumulator by the 32-bit multiplier in
-    64-bit arithmetic (one rounding). TOSA has no such step: RESCALE from i48 takes
-    16-bit multipliers only (TFLite's reduced multiplier, which rounds differently),
-    so the pattern narrows the accumulator to i32 first, exactly while it fits. A
-    large int64 bias (tiny weight scales make `bias / (s_in * s_w)` huge) or a
-    long, full-range sum would not fit: the fallback takes those."""
+    TFLite's reference kernel multiplies that accumulator by the scale in double
+    (`std::round(acc * scale)`, a 53-bit multiplier). TOSA has no such step: RESCALE
+    from i48 takes 16-bit multipliers only, 15 bits of precision where TFLite has 53,
+    so the pattern narrows the accumulator to i32 first, exactly while it fits, for
+    the 32-bit multiplier. A large int64 bias (tiny weight scales make `bias / (s_in
+    * s_w)` huge) or a long, full-range sum would not fit: the fallback takes those.
+    An exact lowering would have to emulate a 48 x 53-bit product and its rounding
+    with 32-bit integer limbs (no TOSA op multiplies an i48 value by more than 16
+    bits, and RESCALE gives no remainder)."""
     weights = constant_value(op.operands[1])
     bias = constant_value(op.operands[2]) if len(op.operands) > 2 and \
         not is_none(op.operands[2]) else np.zeros(1, dtype=np.int64)
@@ -230,9 +243,89 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
         np.abs(np.asarray(bias, dtype=np.int64).reshape(-1))
     if int(sums.max(initial=0)) >= 1 << 31:
         return Failure(f"{op.name}: the int64 accumulator may reach {int(sums.max())}, "
-                       "beyond int32 (TFLite scales it with a 32-bit multiplier; TOSA's "
-                       "48-bit RESCALE has only 16-bit multipliers)")
+                       "beyond int32 (TFLite scales it in double; TOSA's 48-bit RESCALE "
+                       "has only 16-bit multipliers)")
     return None
+
+
+def _runs_optimized_kernel(op: Op, q_in: UniformQuantized, weights: TensorType) -> bool:
+    """Whether TFLite runs its optimized FULLY_CONNECTED for op under tfl2tosa.kernels.
+
+    fully_connected.cc (EvalQuantized): the builtin resolver runs int8 on
+    cpu_backend_gemm, and 16x8 on ruy's int32 GEMM only when the zero points are 0
+    (int16 inputs and outputs always have 0; per-channel weights count as 0, TFLite
+    keeps no single zero point for them) and the bias is not int64, the reference
+    kernel otherwise."""
+    if kernels.current() != "optimized":
+        return False
+    if q_in.storage.bits != 16:
+        return True
+    per_tensor_zp = weights.element.zero_point \
+        if isinstance(weights.element, UniformQuantized) else 0
+    bias = op.operands[2] if len(op.operands) > 2 and not is_none(op.operands[2]) else None
+    bias_type = tensor_type(bias) if bias is not None else None
+    return per_tensor_zp == 0 and (
+        bias_type is None or storage_type(bias_type.element).bits != 64)
+
+
+def _optimized_scale(x: UniformQuantized, weights: UniformQuantized,
+                     out: UniformQuantized) -> float:
+    """The per-tensor scale of the optimized kernel: GetQuantizedConvolutionMultipler
+    (kernel_util.cc) multiplies the input and weight scales in float32, then divides
+    in double (the reference kernel and per-channel weights take all in double)."""
+    product = np.float32(x.scale) * np.float32(weights.scale)
+    return float(product) / float(np.float32(out.scale))
+
+
+def _tie_masks(scales: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per channel, (mask, half) such that `acc * scale` is a tie exactly when
+    `acc & mask == half`, or (0, 1), which no accumulator meets, for a channel
+    without ties; None when no channel has them.
+
+    An int32 accumulator times `scale = n * 2^-E` (n odd) is a tie when acc mod 2^E
+    is 2^(E-1), which needs 1 <= E <= 31; only a scale that the 32-bit multiplier
+    holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
+    and at most 1 (see _ties_away_from_zero)."""
+    masks, halves = [], []
+    for scale in scales:
+        ratio = Fraction(scale)
+        exponent = ratio.denominator.bit_length() - 1
+        exact = 0 < scale <= 1 and 1 <= exponent <= 31 and \
+            Fraction(*_multiplier_ratio(scale)) == ratio
+        masks.append((1 << exponent) - 1 if exact else 0)
+        halves.append(1 << (exponent - 1) if exact else 1)
+    if not any(masks):
+        return None
+    return np.array(masks, dtype=np.int32), np.array(halves, dtype=np.int32)
+
+
+def _multiplier_ratio(scale: float) -> tuple[int, int]:
+    multiplier, shift = quantize_multiplier(scale)
+    return multiplier, 1 << shift
+
+
+def _ties_away_from_zero(rw: Rewriter, acc: Value, scales: list[float]) -> Value:
+    """`acc - 1` where `acc * scale` is a negative tie, so that the RESCALE, which
+    rounds ties up, gives what TFLite's reference FULLY_CONNECTED gives,
+    `std::round(acc * scale)`, away from zero: `k + 1/2 - scale` rounds to k for
+    0 < scale <= 1. `acc` as it is when no channel's scale makes ties (_tie_masks):
+    arbitrary scales never do."""
+    masks = _tie_masks(scales)
+    if masks is None:
+        return acc
+    t = tensor_type(acc)
+    rank = len(t.shape)
+    boolean = t.with_element(i1)
+
+    def per_channel(values: np.ndarray) -> Value:
+        return build.const(rw, values.reshape((1,) * (rank - 1) + (-1,)), i32)
+
+    low = build.op(rw, "tosa.bitwise_and", [acc, per_channel(masks[0])], t)
+    tie = build.op(rw, "tosa.equal", [low, per_channel(masks[1])], boolean)
+    zero = build.const(rw, np.zeros((1,) * rank, dtype=np.int32), i32)
+    negative = build.op(rw, "tosa.greater", [zero, acc], boolean)
+    negative_tie = build.op(rw, "tosa.logical_and", [tie, negative], boolean)
+    return build.op(rw, "tosa.sub", [acc, build.cast(rw, negative_tie, i32)], t)
 
 
 @pattern("tfl.fully_connected", kind="integer", label="fully_connected_int",
@@ -241,8 +334,9 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
 def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A 1x1 CONV2D over [rows, 1, 1, IC] with the [OC, IC] weights as [OC, 1, 1, IC]
     (CONV2D takes the bias, MATMUL would not), per-channel RESCALE with the
-    FULLY_CONNECTED rounding (single rounding in TFLite's reference kernel), CLAMP,
-    then the result shape."""
+    FULLY_CONNECTED rounding (one rounding, ties away from zero, in TFLite's
+    reference kernel; two in ruy's GEMM for the optimized ones), CLAMP, then the
+    result shape."""
     if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
         return Failure(f"{op.name}: only DEFAULT weights and one result are supported")
     operands = conv_operands(op, 1)
@@ -261,11 +355,22 @@ def fully_connected_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(accumulated, Failure):
         return accumulated
     acc, scales = accumulated
+    q_in, q_out = operands[:2]
+    optimized = _runs_optimized_kernel(op, q_in, weights)
+    if optimized:
+        rounding = rounding_mode(op.name, q_in.storage.bits)
+        if isinstance(weights.element, UniformQuantized):
+            scales = [_optimized_scale(q_in, weights.element, q_out)] * oc
+    else:
+        rounding = ROUNDING_POLICY[op.name]
     if acc_element == i48:
         # TFLite's reference FULLY_CONNECTED scales even the 16x8 int64 accumulator
-        # with the 32-bit multiplier (single rounding), which RESCALE only applies
-        # to 32-bit inputs: narrow the accumulator first (exact: it fits int32, as
+        # with one rounding in double, and its optimized one an int32 accumulator
+        # with the 32-bit multiplier; RESCALE applies 32-bit multipliers to 32-bit
+        # inputs only: narrow the accumulator first (exact: it fits int32, as
         # _wide_accumulator_refusal checked).
         acc = rescale_by_multiplier(rw, acc, [1 << 14], [14], i32, input_zp=0, output_zp=0,
                                     rounding=SINGLE_ROUND)
-    return scaled_output(rw, op, acc, scales, operands[1])
+    if not optimized:
+        acc = _ties_away_from_zero(rw, acc, scales)
+    return scaled_output(rw, op, acc, scales, q_out, rounding)
