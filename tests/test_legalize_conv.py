@@ -289,6 +289,30 @@ def test_conv(case: OneOp, builder: Any, tmp_path: Path) -> None:
     check_model(write(tmp_path, "model", case.build(builder)), allowed_paths=("float",))
 
 
+# Long sums (a 1x1 over 700 channels, a 3x3 over 48) are where summation orders part.
+IN_ORDER_CASES = [case for case in CONV_CASES if case.values[0].code != "TRANSPOSE_CONV"] + [
+    pytest.param(conv_2d((1, 4, 4, 700), (6, 1, 1, 700), (1, 4, 4, 6)), id="conv2d_1x1_700"),
+    pytest.param(conv_2d((1, 7, 7, 48), (5, 3, 3, 48), (1, 4, 4, 5), "SAME", (2, 2),
+                         act="RELU6"), id="conv2d_3x3_48_stride2_relu6"),
+    pytest.param(depthwise((2, 9, 9, 8), (1, 5, 5, 8), (2, 9, 9, 8)), id="depthwise_5x5"),
+]
+
+
+@pytest.mark.parametrize("case", IN_ORDER_CASES)
+def test_float_convolutions_give_tflites_reference_bits(case: OneOp, builder: Any,
+                                                         tmp_path: Path) -> None:
+    """CONV_2D, DEPTHWISE_CONV_2D and CONV_3D (and CONV_3D_TRANSPOSE, lowered to a
+    CONV3D) sum in float32 in the order of TFLite's reference kernels (taps, then
+    input channels, the bias after), so ours give their bits, not merely close ones."""
+    data = case.build(builder)
+    feeds = [RNG.standard_normal(o.shape).astype(np.float32) for o in case.operands
+             if isinstance(o, Input)]
+    module, _ = convert(write(tmp_path, "model", data))
+    ours = list(reference_model.run(module, feeds).values())[0]
+    theirs = tflite_outputs(data, feeds, "BUILTIN_REF")[0]
+    np.testing.assert_array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+
+
 # ---------------------------------------------------------------------------
 # FULLY_CONNECTED and BATCH_MATMUL
 
