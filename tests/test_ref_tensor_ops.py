@@ -741,6 +741,31 @@ def test_float_convolutions_give_arms_bits(case):
                 run_arm(op_name, operands, outputs, attrs))
 
 
+@pytest.mark.parametrize("op_name", ["CONV2D", "DEPTHWISE_CONV2D", "CONV3D"])
+def test_float_convolutions_skip_taps_outside_the_input(op_name):
+    # The pseudocode skips taps outside the input, so an infinite weight on a tap
+    # that reads padding adds nothing there (a padded zero would give 0 * inf = NaN);
+    # Arm's model skips them too. The weights' first tap reads padding at the top-left.
+    x = np.arange(1, 10, dtype=np.float32).reshape(1, 3, 3, 1)
+    w = np.ones((3, 3), np.float32)
+    w[0, 0] = np.inf
+    w[2, 1] = np.nan
+    pad, stride, dilation = (1, 1, 1, 1), (1, 1), (1, 1)
+    if op_name == "CONV3D":
+        x, w = x[:, None], w[None]
+        pad, stride, dilation = (0, 0, *pad), (1, *stride), (1, *dilation)
+    weights = w.reshape(*w.shape, 1, 1) if op_name == "DEPTHWISE_CONV2D" \
+        else w.reshape(1, *w.shape, 1)
+    operands = conv2d_operands(x, weights, [0.5], el="f32", w_el="f32", out_el="f32")
+    outputs = [(x.shape, "f32")]
+    attrs = conv_attrs(pad, stride, dilation, acc="FP32")
+    ours = run_both(op_name, operands, outputs, attrs)
+    assert_same(ours, run_arm(op_name, operands, outputs, attrs))
+    # Top row: the NaN tap (ky 2) reads the input; bottom row: it reads padding.
+    flat = ours[0].reshape(3, 3)
+    assert np.isnan(flat[:2]).all() and not np.isnan(flat[2]).any()
+
+
 def test_float_conv2d_sums_in_the_pseudocodes_order_by_hand():
     # Terms chosen so the order shows: 1 + 2^-24 rounds back to 1 (ties to even), so
     # adding 2^-24 twice to 1 leaves 1, while 2^-24 + 2^-24 first and then 1 gives

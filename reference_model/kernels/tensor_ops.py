@@ -290,7 +290,12 @@ def _convolve_in_order(x: np.ndarray, w: np.ndarray, window: _Window, acc_dtype:
                        ) -> np.ndarray:
     """The float sum in the pseudocode's order: taps (row-major), then input
     channels, one term at a time in acc_t (_accumulate_in_order). The terms are the
-    im2col columns [taps*IC, N*out] when they fit in memory, else one tap's at a time."""
+    im2col columns [taps*IC, N*out] when they fit in memory, else one tap's at a time.
+
+    A padded position adds 0 * w = +-0, which leaves a running sum that starts at
+    +0.0 unchanged, as the pseudocode's skipping it does; but not for an infinite
+    or NaN weight (0 * inf is NaN), so with one of those each tap sums over the
+    positions inside the input only."""
     channels, out_channels = x.shape[-1], w.shape[0]
     taps = math.prod(window.kernel)
     positions = x.shape[0] * math.prod(window.out)
@@ -298,7 +303,16 @@ def _convolve_in_order(x: np.ndarray, w: np.ndarray, window: _Window, acc_dtype:
         padded = _pad_spatial(x.astype(acc_dtype), window.pad)
         weights = np.ascontiguousarray(w.astype(acc_dtype).reshape(out_channels, -1).T)
     acc = np.zeros((positions, out_channels), acc_dtype)
-    if positions * taps * channels <= _PATCH_LIMIT:
+    if any(map(any, window.pad)) and not np.isfinite(weights).all():
+        inside = _pad_spatial(np.ones(x.shape[:-1] + (1,), bool), window.pad)
+        for i, tap in enumerate(window.taps()):
+            rows = np.flatnonzero(window.tap_view(inside, tap))
+            columns = np.ascontiguousarray(
+                window.tap_view(padded, tap).reshape(positions, channels)[rows].T)
+            part = acc[rows]
+            _accumulate_in_order(part, columns, weights[i * channels:(i + 1) * channels])
+            acc[rows] = part
+    elif positions * taps * channels <= _PATCH_LIMIT:
         columns = np.empty((taps, channels, positions), acc_dtype)
         for i, tap in enumerate(window.taps()):
             columns[i] = window.tap_view(padded, tap).reshape(positions, channels).T
@@ -402,9 +416,17 @@ def depthwise_conv2d(ctx: KernelContext) -> list[np.ndarray]:
         weights = wc.astype(work, copy=False)
     channels, multiplier = w.shape[2], w.shape[3]
     acc = np.zeros((x.shape[0],) + window.out + (channels, multiplier), dtype=work)
+    # Taps outside the input are skipped (see _convolve_in_order): only an infinite
+    # or NaN float weight makes a padded one differ.
+    inside = None
+    if not integer and any(map(any, window.pad)) and not np.isfinite(weights).all():
+        inside = _pad_spatial(np.ones(x.shape[:-1] + (1,), bool), window.pad)
     with np.errstate(all="ignore"):  # float overflow to infinity and NaN results are meant
         for tap in window.taps():
-            acc += window.tap_view(padded, tap)[..., None] * weights[tap]
+            term = window.tap_view(padded, tap)[..., None] * weights[tap]
+            if inside is not None:
+                term[~window.tap_view(inside, tap)[..., 0]] = 0
+            acc += term
             if check:
                 numerics.require_fits(acc, accumulation.acc_bits,
                                       "every depthwise partial sum (apply_add_s)")
@@ -1022,6 +1044,8 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
                 patches = view.astype(work, order="C").reshape(positions, terms)
             return _finish_integer(op, setup, (patches @ matrix).reshape(out_shape), operands)
         return run_integer
+    if any(map(any, window.pad)) and not np.isfinite(matrix).all():
+        return None  # padded taps must be skipped: the kernel does that
 
     def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
         # The im2col columns [taps*IC, positions] in the kernel's term order.
@@ -1069,6 +1093,8 @@ def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
             raw = np.einsum(subscripts, gathered, tap_weights)
             return _finish_integer(op, setup, raw.reshape(out_shape), operands)
         return run_integer
+    if any(map(any, window.pad)) and not np.isfinite(matrix).all():
+        return None  # padded taps must be skipped: the kernel does that
     tap_index = [(slice(None),) + tuple(_window_slice(t * d, o, s) for t, d, o, s in zip(
         tap, window.dilation, window.out, window.stride)) + (slice(None),)
         for tap in window.taps()]
