@@ -59,6 +59,15 @@ every row agreed, MobileNetV2 on every op's result, int8 bit for bit):
 0.76 and 0.90 (int16x8), 0.36-0.42 (float flavours): the machine's noise moves
 single rows by 10-20%.
 
+The float rows above predate in-order float convolutions (CONV2D, CONV3D and
+DEPTHWISE_CONV2D sum one term at a time in the specification's order, to give
+the bits of Arm's model and TFLite's reference kernels, where a float64 matrix
+product rounded once was used before). Three interleaved runs of both versions
+(`--models 'arch/mobilenet_tiny*' --repeat 10`, machine load 7-11) gave, before
+and after: CONV2D f32 0.02 -> 0.12-0.19, MobileNetV2 float32 0.10-0.12 ->
+0.21-0.30, mobilenet_tiny float flavours 0.24-0.67 -> 0.34-0.81 (noise
+dominates there); the integer rows did not change.
+
 The graphs the goal names (the zoo's MobileNetV2-style mobilenet_tiny, int8 and
 float32, the large single ops) and the real MobileNetV2 run faster than on Arm's
 model, bytes to outputs like for like. On mobilenet_tiny_int8 (about 6 ms):

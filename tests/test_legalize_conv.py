@@ -112,8 +112,8 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     return path
 
 
-def weights(*shape: int) -> np.ndarray:
-    return RNG.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+def weights(*shape: int, rng: np.random.Generator = RNG) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
 
 
 def weights16(*shape: int) -> np.ndarray:
@@ -184,10 +184,10 @@ def activation(name: str) -> int:
 
 
 def conv_2d(in_shape, filter_shape, out_shape, pad="SAME", stride=(1, 1), dilation=(1, 1),
-            bias=True, act="NONE") -> OneOp:
+            bias=True, act="NONE", rng: np.random.Generator = RNG) -> OneOp:
     oc = filter_shape[0]
-    return OneOp("CONV_2D", [Input(in_shape), weights(*filter_shape),
-                             weights(oc) if bias else None], out_shape,
+    return OneOp("CONV_2D", [Input(in_shape), weights(*filter_shape, rng=rng),
+                             weights(oc, rng=rng) if bias else None], out_shape,
                  ("Conv2DOptions", {"padding": padding(pad), "strideH": stride[0],
                                     "strideW": stride[1], "dilationHFactor": dilation[0],
                                     "dilationWFactor": dilation[1],
@@ -195,9 +195,10 @@ def conv_2d(in_shape, filter_shape, out_shape, pad="SAME", stride=(1, 1), dilati
 
 
 def depthwise(in_shape, filter_shape, out_shape, pad="SAME", stride=(1, 1), dilation=(1, 1),
-              act="NONE") -> OneOp:
+              act="NONE", rng: np.random.Generator = RNG) -> OneOp:
     return OneOp("DEPTHWISE_CONV_2D",
-                 [Input(in_shape), weights(*filter_shape), weights(filter_shape[3])], out_shape,
+                 [Input(in_shape), weights(*filter_shape, rng=rng),
+                  weights(filter_shape[3], rng=rng)], out_shape,
                  ("DepthwiseConv2DOptions", {
                      "padding": padding(pad), "strideH": stride[0], "strideW": stride[1],
                      "depthMultiplier": filter_shape[3] // in_shape[3],
@@ -287,6 +288,36 @@ CONV_CASES = [
 @pytest.mark.parametrize("case", CONV_CASES)
 def test_conv(case: OneOp, builder: Any, tmp_path: Path) -> None:
     check_model(write(tmp_path, "model", case.build(builder)), allowed_paths=("float",))
+
+
+# Long sums (a 1x1 over 700 channels, a 3x3 over 48) are where summation orders part.
+# Their values come from their own generator: RNG's sequence, which other modules'
+# cases draw from too, stays as it was.
+IN_ORDER_RNG = np.random.default_rng(70)
+IN_ORDER_CASES = [case for case in CONV_CASES if case.values[0].code != "TRANSPOSE_CONV"] + [
+    pytest.param(conv_2d((1, 4, 4, 700), (6, 1, 1, 700), (1, 4, 4, 6), rng=IN_ORDER_RNG),
+                 id="conv2d_1x1_700"),
+    pytest.param(conv_2d((1, 7, 7, 48), (5, 3, 3, 48), (1, 4, 4, 5), "SAME", (2, 2),
+                         act="RELU6", rng=IN_ORDER_RNG), id="conv2d_3x3_48_stride2_relu6"),
+    pytest.param(depthwise((2, 9, 9, 8), (1, 5, 5, 8), (2, 9, 9, 8), rng=IN_ORDER_RNG),
+                 id="depthwise_5x5"),
+]
+
+
+@pytest.mark.parametrize("case", IN_ORDER_CASES)
+def test_float_convolutions_give_tflites_reference_bits(case: OneOp, builder: Any,
+                                                         tmp_path: Path) -> None:
+    """CONV_2D, DEPTHWISE_CONV_2D and CONV_3D (and CONV_3D_TRANSPOSE, lowered to a
+    CONV3D) sum in float32 in the order of TFLite's reference kernels (taps, then
+    input channels, the bias after), so ours give their bits, not merely close ones."""
+    data = case.build(builder)
+    rng = np.random.default_rng(len(case.operands[0].shape) + case.out_shape[-1])
+    feeds = [rng.standard_normal(o.shape).astype(np.float32) for o in case.operands
+             if isinstance(o, Input)]
+    module, _ = convert(write(tmp_path, "model", data))
+    ours = list(reference_model.run(module, feeds).values())[0]
+    theirs = tflite_outputs(data, feeds, "BUILTIN_REF")[0]
+    np.testing.assert_array_equal(ours.view(np.uint32), theirs.view(np.uint32))
 
 
 # ---------------------------------------------------------------------------

@@ -655,14 +655,14 @@ def test_depthwise_conv2d_f32_random_prepared_equals_kernel():
     out = run_both("DEPTHWISE_CONV2D",
                    conv2d_operands(x, w, bias, el="f32", w_el="f32", out_el="f32"),
                    [((1, 6, 6, 8), "f32")], conv_attrs((1, 1, 1, 1), acc="FP32"))[0]
-    # Output channel c*M + m = 2*2 + 1 at (2, 3): the taps' products (exact in float64)
-    # summed in tap order, rounded once to fp32, plus the bias in fp32.
-    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
-    acc = 0.0
+    # Output channel c*M + m = 2*2 + 1 at (2, 3), by the pseudocode: from 0, each tap's
+    # product rounded to fp32 and added in fp32, in tap order; then the bias in fp32.
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    acc = np.float32(0.0)
     for ky in range(3):
         for kx in range(3):
-            acc += padded[0, 2 + ky, 3 + kx, 2] * np.float64(w[ky, kx, 2, 1])
-    assert out[0, 2, 3, 5] == np.float32(acc) + bias[5]
+            acc = np.float32(acc + np.float32(padded[0, 2 + ky, 3 + kx, 2] * w[ky, kx, 2, 1]))
+    assert out[0, 2, 3, 5] == np.float32(acc + bias[5])
 
 
 @pytest.mark.parametrize("out_pad, stride", [((0, 0, 0, 0), (2, 2)), ((-1, 0, 1, -2), (2, 3)),
@@ -687,6 +687,102 @@ def test_conv3d_i8_matches_arm():
     attrs = conv_attrs((0, 0, 1, 1, 0, 0), (1, 2, 1), (1, 1, 1))
     assert_same(run_ours("CONV3D", operands, outputs, attrs),
                 run_arm("CONV3D", operands, outputs, attrs))
+
+
+FLOAT_CONV_CASES = [
+    # (name, op, input, weight, pad, stride, dilation, element, acc_type): weights in the
+    # op's layout; long sums (1x1 over 600 channels, 3x3 over 64) are where orders differ.
+    # Small sums are reduced in one numpy call, large ones a term at a time, and a
+    # single output gets its own care: a case of each.
+    ("conv2d_one_output_600", "CONV2D", (1, 1, 1, 600), (1, 1, 1, 600), (0, 0, 0, 0), (1, 1),
+     (1, 1), "f32", "FP32"),
+    ("conv2d_large_3x3_64", "CONV2D", (1, 24, 24, 64), (40, 3, 3, 64), (1, 1, 1, 1), (1, 1),
+     (1, 1), "f32", "FP32"),
+    ("conv2d_3x3_stride2", "CONV2D", (1, 10, 10, 3), (8, 3, 3, 3), (0, 1, 0, 1), (2, 2), (1, 1),
+     "f32", "FP32"),
+    ("conv2d_1x1_600", "CONV2D", (2, 3, 3, 600), (5, 1, 1, 600), (0, 0, 0, 0), (1, 1), (1, 1),
+     "f32", "FP32"),
+    ("conv2d_3x3_64_dilated", "CONV2D", (1, 8, 7, 64), (6, 3, 3, 64), (2, 2, 1, 2), (1, 1),
+     (2, 1), "f32", "FP32"),
+    ("conv2d_f16_acc_f16", "CONV2D", (1, 6, 6, 16), (4, 3, 3, 16), (1, 1, 1, 1), (1, 1),
+     (1, 1), "f16", "FP16"),
+    ("conv2d_bf16", "CONV2D", (1, 6, 6, 16), (4, 3, 3, 16), (1, 1, 1, 1), (1, 1), (1, 1),
+     "bf16", "FP32"),
+    ("conv3d", "CONV3D", (1, 4, 5, 5, 20), (3, 2, 3, 3, 20), (0, 1, 1, 1, 0, 0), (1, 1, 2),
+     (1, 1, 1), "f32", "FP32"),
+    ("depthwise_5x5_m2", "DEPTHWISE_CONV2D", (1, 9, 9, 6), (5, 5, 6, 2), (2, 2, 2, 2), (1, 1),
+     (1, 1), "f32", "FP32"),
+    ("depthwise_3x3_stride2", "DEPTHWISE_CONV2D", (2, 8, 8, 16), (3, 3, 16, 1), (0, 1, 0, 1),
+     (2, 2), (1, 1), "f32", "FP32"),
+]
+
+
+@pytest.mark.parametrize("case", FLOAT_CONV_CASES, ids=[c[0] for c in FLOAT_CONV_CASES])
+def test_float_convolutions_give_arms_bits(case):
+    # Float convolutions sum in the pseudocode's order, one acc_t rounding per product
+    # and per addition, as Arm's reference model does: the same bits, not merely close
+    # ones (the kernel and the prepared form alike).
+    _, op_name, shape, w_shape, pad, stride, dilation, element, acc = case
+    rng = np.random.default_rng(len(case[0]))
+    dtype = numpy_dtype(scalar_type(element))
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    depthwise = op_name == "DEPTHWISE_CONV2D"
+    channels = w_shape[2] * w_shape[3] if depthwise else w_shape[0]
+    kernel = w_shape[:2] if depthwise else w_shape[1:-1]
+    spatial = shape[1:-1]
+    out = tuple((spatial[i] - 1 + pad[2 * i] + pad[2 * i + 1] - (kernel[i] - 1) * dilation[i])
+                // stride[i] + 1 for i in range(len(spatial)))
+    operands = conv2d_operands(x, w, rng.standard_normal(channels).astype(dtype), el=element,
+                               w_el=element, out_el=element)
+    outputs = [((shape[0], *out, channels), element)]
+    attrs = conv_attrs(pad, stride, dilation, acc=acc)
+    assert_same(run_both(op_name, operands, outputs, attrs),
+                run_arm(op_name, operands, outputs, attrs))
+
+
+@pytest.mark.parametrize("op_name", ["CONV2D", "DEPTHWISE_CONV2D", "CONV3D"])
+def test_float_convolutions_skip_taps_outside_the_input(op_name):
+    # The pseudocode skips taps outside the input, so an infinite weight on a tap
+    # that reads padding adds nothing there (a padded zero would give 0 * inf = NaN);
+    # Arm's model skips them too. The weights' first tap reads padding at the top-left.
+    x = np.arange(1, 10, dtype=np.float32).reshape(1, 3, 3, 1)
+    w = np.ones((3, 3), np.float32)
+    w[0, 0] = np.inf
+    w[2, 1] = np.nan
+    pad, stride, dilation = (1, 1, 1, 1), (1, 1), (1, 1)
+    if op_name == "CONV3D":
+        x, w = x[:, None], w[None]
+        pad, stride, dilation = (0, 0, *pad), (1, *stride), (1, *dilation)
+    weights = w.reshape(*w.shape, 1, 1) if op_name == "DEPTHWISE_CONV2D" \
+        else w.reshape(1, *w.shape, 1)
+    operands = conv2d_operands(x, weights, [0.5], el="f32", w_el="f32", out_el="f32")
+    outputs = [(x.shape, "f32")]
+    attrs = conv_attrs(pad, stride, dilation, acc="FP32")
+    ours = run_both(op_name, operands, outputs, attrs)
+    assert_same(ours, run_arm(op_name, operands, outputs, attrs))
+    # Top row: the NaN tap (ky 2) reads the input; bottom row: it reads padding.
+    flat = ours[0].reshape(3, 3)
+    assert np.isnan(flat[:2]).all() and not np.isnan(flat[2]).any()
+
+
+def test_float_conv2d_sums_in_the_pseudocodes_order_by_hand():
+    # Terms chosen so the order shows: 1 + 2^-24 rounds back to 1 (ties to even), so
+    # adding 2^-24 twice to 1 leaves 1, while 2^-24 + 2^-24 first and then 1 gives
+    # 1 + 2^-23. The pseudocode sums ky, kx, then ic: 1, 2^-24, 2^-24 -> 1; the exact
+    # sum rounded once would be 1 + 2^-23. The bias is added after: 1 + 0.5.
+    tiny = 2.0 ** -24
+    x = np.float32([[1.0, tiny], [tiny, 0.0]]).reshape(1, 2, 2, 1)   # taps (ky, kx)
+    w = np.ones((1, 2, 2, 1), np.float32)
+    out = run_both("CONV2D", conv2d_operands(x, w, [0.5], el="f32", w_el="f32", out_el="f32"),
+                   [((1, 1, 1, 1), "f32")], conv_attrs(acc="FP32"))[0]
+    assert out.item() == 1.5
+    # Over input channels the same way: ic order 2^-24, 2^-24, 1 gives 1 + 2^-23.
+    x = np.float32([tiny, tiny, 1.0]).reshape(1, 1, 1, 3)
+    w = np.ones((1, 1, 1, 3), np.float32)
+    out = run_both("CONV2D", conv2d_operands(x, w, [0.0], el="f32", w_el="f32", out_el="f32"),
+                   [((1, 1, 1, 1), "f32")], conv_attrs(acc="FP32"))[0]
+    assert out.item() == 1.0 + 2.0 ** -23
 
 
 def test_conv2d_16x8_matches_arm():

@@ -10,10 +10,16 @@ float addition is exact, whatever order BLAS uses) and in int64 otherwise. The p
 accumulator; when the cheap bound (terms x max|input| x max|weight|) does not
 already prove that, the partial sums are checked exactly.
 
-Float convolutions, MATMUL and AVG_POOL2D compute in float64, round once to
-`acc_t` and then to `out_t`. The specification allows any accumulation order
-within its dot-product error bound; this is the exact result rounded, which is
-at least as accurate as accumulating in `acc_t` itself.
+Float convolutions (CONV2D, CONV3D, DEPTHWISE_CONV2D) follow the pseudocode
+literally: each product rounded to `acc_t`, added to `acc_t` one at a time in
+its loop order (kernel taps, then input channels), the sum cast to `out_t` and
+the bias added after. The specification allows any order within its
+dot-product error bound; this one is what Arm's reference model and TFLite's
+float reference kernels compute, so a float convolution gives their bits, and a
+later op that rounds to an integer (a hybrid op quantizing its input) rounds
+as they do. TRANSPOSE_CONV2D, MATMUL and AVG_POOL2D compute in float64, round
+once to `acc_t` and then to `out_t`: the exact result rounded, at least as
+accurate as accumulating in `acc_t` itself.
 """
 
 from __future__ import annotations
@@ -41,6 +47,11 @@ from tfl2tosa.tosa.ops import ACC_TYPE_ELEMENT
 
 # Above this many elements the im2col patch matrix is not built; taps are summed one by one.
 _PATCH_LIMIT = 1 << 25
+# In-order float sums (_accumulate_in_order): up to this many products are made at
+# once and reduced by one numpy call; larger sums update blocks of this many
+# running sums, one term at a time (a block and its products stay in cache).
+_ORDERED_PRODUCTS = 1 << 19
+_ORDERED_BLOCK = 1 << 16
 
 
 # ---------------------------------------------------------------------------
@@ -146,6 +157,35 @@ def _needs_partial_sum_check(terms: int, x_bound: int, w_bound: int, bits: int) 
     return terms * x_bound * w_bound > numerics.int_max(bits)
 
 
+def _accumulate_in_order(acc: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
+    """acc[p, oc] += columns[k, p] * weights[k, oc] for k = 0, 1, ..., each product
+    and each sum rounded to acc's float dtype (the pseudocode's apply_mul_s and
+    apply_add_s in acc_t, no fused multiply-add). acc [P, OC] and columns [K, P]
+    are C-contiguous; acc is updated in place."""
+    terms, (positions, out_channels) = columns.shape[0], acc.shape
+    sums = positions * out_channels
+    with np.errstate(all="ignore"):  # overflow to infinity and NaN results are meant
+        if terms * sums <= _ORDERED_PRODUCTS:
+            # Rows: acc, then each term's products. numpy reduces an axis that is not
+            # the fastest in memory by adding each row to the running result in order
+            # (pairwise summation is only for the fastest axis; numpy.sum's notes),
+            # so a single running sum gets a second, zero column.
+            stacked = np.zeros((terms + 1, max(sums, 2)), acc.dtype)
+            stacked[0, :sums] = acc.reshape(-1)
+            stacked[1:, :sums] = (columns[:, :, None] * weights[:, None, :]).reshape(terms, -1)
+            acc[...] = np.add.reduce(stacked, axis=0)[:sums].reshape(acc.shape)
+            return
+        rows = max(1, _ORDERED_BLOCK // max(1, out_channels))
+        product = np.empty((min(rows, positions), out_channels), acc.dtype)
+        multiply, add = np.multiply, np.add
+        for start in range(0, positions, rows):
+            block = acc[start:start + rows]
+            term = product[:block.shape[0]]
+            for column, weight in zip(columns[:, start:start + rows, None], weights):
+                multiply(column, weight, out=term)
+                add(block, term, out=block)
+
+
 def _finish(ctx: KernelContext, acc: np.ndarray, bias: np.ndarray, channels: int,
             accumulation: _Accumulation) -> np.ndarray:
     """out = static_cast<out_t>(acc) + bias[oc or 0] (apply_add_s<out_t> for integers)."""
@@ -218,17 +258,16 @@ def _convolve(x: np.ndarray, w: np.ndarray, window: _Window, accumulation: _Accu
     """sum over taps and input channels of x[n, pos(tap), ic] * w[oc, tap, ic].
 
     x: [N, *spatial, IC] with zero points removed; w: [OC, *kernel, IC].
-    Returns [N, *out, OC] as int64 (integers) or float64 (floats). One matrix
-    product over the im2col patches [N*out, taps*IC] when they fit in memory,
-    else one product per tap.
+    Returns [N, *out, OC] as int64 (integers) or acc_t (floats). Integers: one
+    matrix product over the im2col patches [N*out, taps*IC] when they fit in
+    memory, else one product per tap; floats: _convolve_in_order.
     """
+    if not accumulation.integer:
+        return _convolve_in_order(x, w, window, accumulation.acc_dtype)
     taps = math.prod(window.kernel)
     terms = taps * x.shape[-1]
-    if accumulation.integer:
-        x_bound, w_bound = _max_abs(x), _max_abs(w)
-        work = _exact_dtype(terms, x_bound, w_bound)
-    else:
-        work = np.float64
+    x_bound, w_bound = _max_abs(x), _max_abs(w)
+    work = _exact_dtype(terms, x_bound, w_bound)
     padded = _pad_spatial(x, window.pad).astype(work, copy=False)
     weights = w.astype(work, copy=False)
     out_shape = (x.shape[0],) + window.out + (w.shape[0],)
@@ -241,12 +280,49 @@ def _convolve(x: np.ndarray, w: np.ndarray, window: _Window, accumulation: _Accu
         acc = np.zeros(out_shape, dtype=work)
         for tap in window.taps():
             acc += window.tap_view(padded, tap) @ weights[(slice(None),) + tap].T
-    if not accumulation.integer:
-        return acc
     if _needs_partial_sum_check(terms, x_bound, w_bound, accumulation.acc_bits):
         _require_conv_partial_sums(_pad_spatial(x, window.pad), w, window,
                                    accumulation.acc_bits)
     return acc.astype(np.int64)  # exact integers in any of the three dtypes
+
+
+def _convolve_in_order(x: np.ndarray, w: np.ndarray, window: _Window, acc_dtype: np.dtype
+                       ) -> np.ndarray:
+    """The float sum in the pseudocode's order: taps (row-major), then input
+    channels, one term at a time in acc_t (_accumulate_in_order). The terms are the
+    im2col columns [taps*IC, N*out] when they fit in memory, else one tap's at a time.
+
+    A padded position adds 0 * w = +-0, which leaves a running sum that starts at
+    +0.0 unchanged, as the pseudocode's skipping it does; but not for an infinite
+    or NaN weight (0 * inf is NaN), so with one of those each tap sums over the
+    positions inside the input only."""
+    channels, out_channels = x.shape[-1], w.shape[0]
+    taps = math.prod(window.kernel)
+    positions = x.shape[0] * math.prod(window.out)
+    with np.errstate(invalid="ignore"):  # widening quiets a signalling NaN, as intended
+        padded = _pad_spatial(x.astype(acc_dtype), window.pad)
+        weights = np.ascontiguousarray(w.astype(acc_dtype).reshape(out_channels, -1).T)
+    acc = np.zeros((positions, out_channels), acc_dtype)
+    if any(map(any, window.pad)) and not np.isfinite(weights).all():
+        inside = _pad_spatial(np.ones(x.shape[:-1] + (1,), bool), window.pad)
+        for i, tap in enumerate(window.taps()):
+            rows = np.flatnonzero(window.tap_view(inside, tap))
+            columns = np.ascontiguousarray(
+                window.tap_view(padded, tap).reshape(positions, channels)[rows].T)
+            part = acc[rows]
+            _accumulate_in_order(part, columns, weights[i * channels:(i + 1) * channels])
+            acc[rows] = part
+    elif positions * taps * channels <= _PATCH_LIMIT:
+        columns = np.empty((taps, channels, positions), acc_dtype)
+        for i, tap in enumerate(window.taps()):
+            columns[i] = window.tap_view(padded, tap).reshape(positions, channels).T
+        _accumulate_in_order(acc, columns.reshape(taps * channels, positions), weights)
+    else:
+        for i, tap in enumerate(window.taps()):
+            columns = np.ascontiguousarray(
+                window.tap_view(padded, tap).reshape(positions, channels).T)
+            _accumulate_in_order(acc, columns, weights[i * channels:(i + 1) * channels])
+    return acc.reshape((x.shape[0],) + window.out + (out_channels,))
 
 
 def _require_conv_partial_sums(padded: np.ndarray, w: np.ndarray, window: _Window,
@@ -280,9 +356,10 @@ def _conv_nd(ctx: KernelContext, dims: int) -> list[np.ndarray]:
     window = _window(ctx, x.shape[1:1 + dims], w.shape[1:1 + dims], ctx.attrs["pad"],
                      ctx.attrs["stride"], ctx.attrs["dilation"], spatial_declared)
     accumulation = _accumulation(_acc_type(ctx))
-    integer = accumulation.integer
-    acc = _convolve(_centered(x, in_zp, integer), _centered(w, w_zp, integer), window,
-                    accumulation)
+    if accumulation.integer:
+        x, w = _centered(x, in_zp, True), _centered(w, w_zp, True)
+    # Float zero points are 0 (ERROR_IF above): the values as they are.
+    acc = _convolve(x, w, window, accumulation)
     return [_finish(ctx, acc, bias, w.shape[0], accumulation)]
 
 
@@ -306,7 +383,9 @@ def depthwise_conv2d(ctx: KernelContext) -> list[np.ndarray]:
     """DEPTHWISE_CONV2D: input [N,IH,IW,C], weight [KH,KW,C,M], output channel c*M + m.
 
     Each output is a sum over the KH*KW taps only, so the partial sums are the
-    running per-tap sums, checked exactly (int64 holds them) when needed.
+    running per-tap sums: for integers checked exactly (int64 holds them) when
+    needed, for floats each product and sum rounded to acc_t (see the module's
+    docstring).
     """
     x, w, bias = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
     in_element, w_element = ctx.element(0), ctx.element(1)
@@ -320,25 +399,37 @@ def depthwise_conv2d(ctx: KernelContext) -> list[np.ndarray]:
                      ctx.attrs["dilation"], declared[1:3] if declared else (None, None))
     accumulation = _accumulation(_acc_type(ctx))
     integer = accumulation.integer
-    xc, wc = _centered(x, in_zp, integer), _centered(w, w_zp, integer)
     taps = w.shape[0] * w.shape[1]
-    work = np.float64
     check = False
     if integer:
+        xc, wc = _centered(x, in_zp, True), _centered(w, w_zp, True)
         bounds = (_max_abs(xc), _max_abs(wc))
         # The running per-tap sums are exact in the cheapest of float32 / float64 / int64
         # that holds every partial sum (see _exact_dtype).
         work = _exact_dtype(taps, *bounds)
         check = _needs_partial_sum_check(taps, *bounds, accumulation.acc_bits)
-    padded = _pad_spatial(xc, window.pad).astype(work, copy=False)
-    weights = wc.astype(work, copy=False)
+    else:
+        # Float zero points are 0 (ERROR_IF above); each product and sum in acc_t.
+        xc, wc, work = x, w, accumulation.acc_dtype
+    with np.errstate(invalid="ignore"):  # widening quiets a signalling NaN, as intended
+        padded = _pad_spatial(xc, window.pad).astype(work, copy=False)
+        weights = wc.astype(work, copy=False)
     channels, multiplier = w.shape[2], w.shape[3]
     acc = np.zeros((x.shape[0],) + window.out + (channels, multiplier), dtype=work)
-    for tap in window.taps():
-        acc += window.tap_view(padded, tap)[..., None] * weights[tap]
-        if check:
-            numerics.require_fits(acc, accumulation.acc_bits,
-                                  "every depthwise partial sum (apply_add_s)")
+    # Taps outside the input are skipped (see _convolve_in_order): only an infinite
+    # or NaN float weight makes a padded one differ.
+    inside = None
+    if not integer and any(map(any, window.pad)) and not np.isfinite(weights).all():
+        inside = _pad_spatial(np.ones(x.shape[:-1] + (1,), bool), window.pad)
+    with np.errstate(all="ignore"):  # float overflow to infinity and NaN results are meant
+        for tap in window.taps():
+            term = window.tap_view(padded, tap)[..., None] * weights[tap]
+            if inside is not None:
+                term[~window.tap_view(inside, tap)[..., 0]] = 0
+            acc += term
+            if check:
+                numerics.require_fits(acc, accumulation.acc_bits,
+                                      "every depthwise partial sum (apply_add_s)")
     acc = acc.reshape(acc.shape[:3] + (channels * multiplier,))
     if integer:
         acc = acc.astype(np.int64)  # exact integers in any of the three dtypes
@@ -715,7 +806,7 @@ def rfft2d(ctx: KernelContext) -> list[np.ndarray]:
 class _ConvSetup:
     window: _Window
     input_shape: tuple[int, ...]
-    work: type                       # float32 / float64: exact for integers, fp64 for floats
+    work: type                       # float32 / float64: exact for integers; floats: acc_t
     in_zp: float
     integer: bool
     accumulation: _Accumulation
@@ -770,7 +861,7 @@ def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
                 ) -> tuple[_ConvSetup, np.ndarray] | None:
     """Shared set-up, or None. weight_matrix: the stored weights as a [K, OC] view,
     K the terms of one output channel's sum; returned centered in the work dtype,
-    in the view's memory layout (for floats the kernel's, so BLAS sums in its order).
+    in the view's memory layout (floats: in acc_t, as a C-contiguous copy).
     fold_zp: integer runs take the raw input and input_zp * sum(w) off the bias (see
     above); else they subtract input_zp from the input (cheaper for unpadded 1x1
     convolutions, where the subtraction is one pass and the sums would cost more)."""
@@ -799,12 +890,13 @@ def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
     out_element = op.element(0, output=True)
     out_dtype = numpy_dtype(out_element)
     if not integer:
-        # Float zero points are 0 (checked above): the weights as they are, in float64.
-        # A signalling NaN among them is quieted by the widening (FE_INVALID); the
+        # Float zero points are 0 (checked above): the weights as they are, in acc_t.
+        # A signalling NaN among them is quieted by a widening (FE_INVALID); the
         # result is NaN either way, as in the general kernel.
+        acc_dtype = accumulation.acc_dtype
         with np.errstate(invalid="ignore"):
-            weights = weight_matrix.astype(np.float64)
-        return _ConvSetup(window, x_shape, np.float64, float(in_zp), False, accumulation,
+            weights = np.ascontiguousarray(weight_matrix.astype(acc_dtype))
+        return _ConvSetup(window, x_shape, acc_dtype, float(in_zp), False, accumulation,
                           bias.astype(out_dtype), False, out_dtype, 0), weights
     terms = kernel_hw[0] * kernel_hw[1] * channels
     x_bound = _type_bound(in_element, in_zp)
@@ -843,20 +935,16 @@ def _conv_setup(op: StaticOp, kernel_hw: tuple[int, int], weight_channels: int,
 
 
 def _padded_input(x: np.ndarray, setup: _ConvSetup) -> np.ndarray:
-    """x - input_zp in the work dtype, zero-padded: a zeros array and one slice write
-    (np.pad costs more than the arithmetic on small tensors). Floats only."""
+    """x in the work dtype (acc_t), zero-padded: a zeros array and one slice write
+    (np.pad costs more than the arithmetic on small tensors). Floats only, whose
+    zero points are 0."""
     (top, bottom), (left, right) = setup.window.pad
-    if not (top or bottom or left or right):
-        centered = x.astype(setup.work)
-        if setup.in_zp:
-            centered -= setup.in_zp
-        return centered
-    n, h, w, c = x.shape
-    padded = np.zeros((n, h + top + bottom, w + left + right, c), setup.work)
-    inner = padded[:, top:top + h, left:left + w]
-    inner[...] = x
-    if setup.in_zp:
-        inner -= setup.in_zp
+    with np.errstate(invalid="ignore"):  # widening quiets a signalling NaN, as intended
+        if not (top or bottom or left or right):
+            return x.astype(setup.work, copy=False)
+        n, h, w, c = x.shape
+        padded = np.zeros((n, h + top + bottom, w + left + right, c), setup.work)
+        padded[:, top:top + h, left:left + w] = x
     return padded
 
 
@@ -894,12 +982,10 @@ _FLOAT32 = np.dtype(np.float32)
 def _finish_float(op: StaticOp, setup: _ConvSetup, acc: np.ndarray) -> list[np.ndarray]:
     """The kernel's _finish for floats: acc rounded to acc_t, then out_t, plus bias."""
     if setup.out_dtype == _FLOAT32 and setup.accumulation.acc_dtype == _FLOAT32:
-        # For fp32: the float64 sum rounded once to fp32 (rounding it again to the
-        # fp32 output changes nothing), then the bias added in fp32.
+        # For fp32 the sum is already out_t: the bias added in fp32, in place.
         with np.errstate(all="ignore"):
-            rounded = acc.astype(np.float32)
-            rounded += setup.bias
-        return [rounded]
+            acc += setup.bias
+        return [acc]
     rounded = numerics.round_to_float(acc, setup.accumulation.acc_dtype)
     as_out = numerics.round_to_float(rounded.astype(np.float64), setup.out_dtype)
     return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
@@ -958,20 +1044,29 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
                 patches = view.astype(work, order="C").reshape(positions, terms)
             return _finish_integer(op, setup, (patches @ matrix).reshape(out_shape), operands)
         return run_integer
+    if any(map(any, window.pad)) and not np.isfinite(matrix).all():
+        return None  # padded taps must be skipped: the kernel does that
 
     def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
+        # The im2col columns [taps*IC, positions] in the kernel's term order.
         padded = _padded_input(operands[0], setup)
-        patches = padded if direct else _window_view(padded, window, False)
-        return _finish_float(op, setup, (patches.reshape(positions, terms) @ matrix)
-                             .reshape(out_shape))
+        if direct:
+            columns = np.ascontiguousarray(padded.reshape(positions, terms).T)
+        else:
+            view = _window_view(padded, window, True)            # [KH, KW, N, OH, OW, C]
+            columns = np.ascontiguousarray(view.transpose(0, 1, 5, 2, 3, 4)).reshape(
+                terms, positions)
+        acc = np.zeros((positions, out_channels), work)
+        _accumulate_in_order(acc, columns, matrix)
+        return _finish_float(op, setup, acc.reshape(out_shape))
     return run_float
 
 
 @prepared("DEPTHWISE_CONV2D")
 def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
     """DEPTHWISE_CONV2D with constant weights. Integers: the taps gathered once and
-    summed by one einsum (exact in any order); floats: one multiply-add per tap, in
-    the kernel's order."""
+    summed by one einsum (exact in any order); floats: one multiply and one add per
+    tap in acc_t, in the kernel's order."""
     weight = op.constants[1] if len(op.constants) > 1 else None
     if weight is None or weight.ndim != 4:
         return None
@@ -998,21 +1093,23 @@ def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
             raw = np.einsum(subscripts, gathered, tap_weights)
             return _finish_integer(op, setup, raw.reshape(out_shape), operands)
         return run_integer
+    if any(map(any, window.pad)) and not np.isfinite(matrix).all():
+        return None  # padded taps must be skipped: the kernel does that
     tap_index = [(slice(None),) + tuple(_window_slice(t * d, o, s) for t, d, o, s in zip(
         tap, window.dilation, window.out, window.stride)) + (slice(None),)
         for tap in window.taps()]
     tap_weights = [row if multiplier == 1 else row.reshape(channels, multiplier)
                    for row in matrix]
+    acc_shape = out_shape if multiplier == 1 else out_shape[:3] + (channels, multiplier)
 
     def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
         padded = _padded_input(operands[0], setup)
-        acc = None
-        for index, weights in zip(tap_index, tap_weights):
-            view = padded[index]
-            term = view * weights if multiplier == 1 else view[..., None] * weights
-            if acc is None:
-                acc = term
-            else:
-                acc += term
+        # The running sum starts at +0.0 as the kernel's does (a first term of -0.0
+        # would otherwise stay -0.0).
+        acc = np.zeros(acc_shape, setup.work)
+        with np.errstate(all="ignore"):  # overflow to infinity and NaN results are meant
+            for index, weights in zip(tap_index, tap_weights):
+                view = padded[index]
+                acc += view * weights if multiplier == 1 else view[..., None] * weights
         return _finish_float(op, setup, acc.reshape(out_shape))
     return run_float
