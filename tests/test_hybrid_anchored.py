@@ -112,6 +112,9 @@ def test_an_upstream_difference_within_its_bound_is_anchored(model: Path) -> Non
     assert "1 hybrid-op input(s)" in note and "27 ulp" in note
     data = report.to_dict()
     assert data["anchored_runs"] == 1 and data["outputs"][0]["anchored_max_abs_error"] == 0.0
+    from tfl2tosa.cli.validate import to_markdown
+
+    assert f"note: {note}" in to_markdown(report)
 
 
 def test_a_wrong_emulation_still_fails_when_anchored(model: Path) -> None:
