@@ -10,13 +10,14 @@ compiled on first use); variables live for the whole run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from reference_model.plan import (
     GraphPlan,
+    Step,
     check_results,
     compile_graph,
     declared_shape,
@@ -26,6 +27,9 @@ from reference_model.plan import (
 from tfl2tosa.errors import IRError, ReferenceModelError, SpecErrorIf, SpecRequire
 from tfl2tosa.ir.core import Graph, Module, Value
 from tfl2tosa.ir.types import DYNAMIC, NoneType, TensorType, Type, storage_type
+
+# A value as computed -> the value the rest of the run uses instead.
+Substitution = Callable[[np.ndarray], np.ndarray]
 
 
 class CompiledModel:
@@ -54,11 +58,17 @@ class CompiledModel:
         return plan
 
     def run(self, inputs: Sequence[Any] | Mapping[str, Any], *,
-            keep_intermediates: bool = False) -> dict[str, np.ndarray]:
-        """Run the entry graph (see `reference_model.run`); variables start afresh."""
+            keep_intermediates: bool = False,
+            substitute: Mapping[str, Substitution] | None = None) -> dict[str, np.ndarray]:
+        """Run the entry graph (see `reference_model.run`); variables start afresh.
+
+        `substitute` maps names of entry-graph values to functions that see the
+        value as computed and return what the rest of the run uses instead
+        (validate anchors hybrid ops' inputs to TFLite's tensors with it).
+        """
         try:
             return Evaluator(self.module, keep_intermediates=keep_intermediates,
-                             compiled=self).run(inputs)
+                             compiled=self, substitute=substitute).run(inputs)
         except IRError as exc:
             raise ReferenceModelError(str(exc)) from exc
 
@@ -67,9 +77,11 @@ class Evaluator:
     """Runs the graphs of one module. One instance per run (variables are per run)."""
 
     def __init__(self, module: Module, *, keep_intermediates: bool = False,
-                 compiled: CompiledModel | None = None) -> None:
+                 compiled: CompiledModel | None = None,
+                 substitute: Mapping[str, Substitution] | None = None) -> None:
         self.module = module
         self.keep_intermediates = keep_intermediates
+        self.substitute = substitute or {}
         self.variables: dict[str, np.ndarray] = {}
         self.intermediates: dict[str, np.ndarray] = {}
         self.compiled = compiled if compiled is not None else CompiledModel(module)
@@ -82,21 +94,25 @@ class Evaluator:
         """
         graph = self.module.main
         arrays = _bind_inputs(graph, inputs)
-        outputs = self.run_graph(graph, arrays, record=self.keep_intermediates)
+        outputs = self.run_graph(graph, arrays, record=self.keep_intermediates,
+                                 substitute=self.substitute)
         result = {value.name: array for value, array in zip(graph.outputs, outputs)}
         for name, array in self.intermediates.items():
             result.setdefault(name, array)
         return result
 
-    def run_graph(self, graph: Graph, inputs: list[np.ndarray], *,
-                  record: bool = False) -> list[np.ndarray]:
+    def run_graph(self, graph: Graph, inputs: list[np.ndarray], *, record: bool = False,
+                  substitute: Mapping[str, Substitution] | None = None) -> list[np.ndarray]:
         known = self.module.graphs.get(graph.name) is graph
         plan = self.compiled.plan(graph.name) if known else compile_graph(graph)
         slots = list(plan.initial)
         for slot, value, array in zip(plan.input_slots, graph.inputs, inputs):
             slots[slot] = _conform(array, value,
                                    f"input {value.name!r} of graph {graph.name!r}")
-        failed = self._run_steps(plan, slots)
+        if substitute:
+            failed = self._run_substituted(plan, slots, substitute)
+        else:
+            failed = self._run_steps(plan.steps, slots)
         if failed is not None:
             raise failed
         if record:
@@ -106,10 +122,33 @@ class Evaluator:
             raise plan.output_error
         return [slots[slot] for slot in plan.output_slots]
 
-    def _run_steps(self, plan: GraphPlan, slots: list[Any]) -> SpecRequire | None:
+    def _run_substituted(self, plan: GraphPlan, slots: list[Any],
+                         substitute: Mapping[str, Substitution]) -> SpecRequire | None:
+        """The plan's steps in stretches, each substituted value replaced right
+        after the step that computes it (a graph input before the first step)."""
+        wanted = {plan.slot_of[id(v)]: v for v in plan.graph.values()
+                  if v.name in substitute and id(v) in plan.slot_of}
+        after = {slot: -1 for slot in wanted if slot in plan.input_slots}
+        for index, step in enumerate(plan.steps):
+            after.update((slot, index) for slot in step.result_slots if slot in wanted)
+        failed: SpecRequire | None = None
+        start = 0
+        for index in sorted(set(after.values())):
+            stretch_failed = self._run_steps(plan.steps[start:index + 1], slots)
+            failed = failed or stretch_failed
+            start = index + 1
+            for slot in [s for s, i in after.items() if i == index]:
+                value = wanted[slot]
+                if slots[slot] is not None:
+                    slots[slot] = _conform(substitute[value.name](slots[slot]), value,
+                                           f"the substitute for {value.name!r}")
+        stretch_failed = self._run_steps(plan.steps[start:], slots)
+        return failed or stretch_failed
+
+    def _run_steps(self, steps: Sequence[Step], slots: list[Any]) -> SpecRequire | None:
         variables, run_graph = self.variables, self._run_named_graph
         failed: SpecRequire | None = None
-        for step in plan.steps:
+        for step in steps:
             if step.error is not None:
                 # A new exception each run: the plan's own must not collect tracebacks.
                 raise type(step.error)(str(step.error))

@@ -122,6 +122,9 @@ def validation_summary(report: Any, seconds: float) -> dict[str, Any]:
         "max_lsb": _max_of(o["max_lsb"] for o in outputs),
         "max_ulp": _max_of(o["max_ulp"] for o in outputs),
         "first_divergence": report.first_divergence,
+        "anchored_runs": report.anchored_runs,
+        "anchored_inputs": report.anchored_inputs,
+        "anchored_max_ulp": report.anchored_max_ulp,
         "outputs": outputs,
         "errors": list(report.errors),
         "time_s": seconds,
@@ -131,7 +134,7 @@ def validation_summary(report: Any, seconds: float) -> dict[str, Any]:
 def validation_failure(error: str, seconds: float) -> dict[str, Any]:
     return {"verdict": "error", "runs": 0, "resolver": "", "max_abs_error": None,
             "max_rel_error": None, "max_lsb": None, "max_ulp": None, "first_divergence": None,
-            "outputs": [], "errors": [error], "time_s": seconds}
+            "anchored_runs": 0, "anchored_inputs": 0, "anchored_max_ulp": None, "outputs": [], "errors": [error], "time_s": seconds}
 
 
 def converted(record: dict[str, Any]) -> bool:
