@@ -791,9 +791,14 @@ def _keep_details(details: ValidationDetails, interp: Any, module: Any,
                   ours: dict[str, np.ndarray], out_details: list[dict[str, Any]],
                   expected: list[np.ndarray]) -> None:
     def difference(theirs: np.ndarray, mine: np.ndarray) -> np.ndarray:
-        mine = as_tflite_output(mine, theirs.dtype)
-        diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
-        return np.where(np.isnan(diff) & np.isnan(theirs.astype(np.float64)), 0.0, diff)
+        mine = as_tflite_output(mine, theirs.dtype).astype(np.float64)
+        theirs = theirs.astype(np.float64)
+        # Equal infinities (an attention mask's -inf) and NaN on both sides agree;
+        # NaN on one side only is as far as can be.
+        same = (mine == theirs) | (np.isnan(mine) & np.isnan(theirs))
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(mine - theirs)
+        return np.where(same, 0.0, np.nan_to_num(diff, nan=np.inf))
 
     for name, theirs, mine in _paired_tensors(interp, module, ours):
         if theirs.size == 0:

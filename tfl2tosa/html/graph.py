@@ -21,7 +21,10 @@ def error_color(error: float | None, largest: float) -> str:
         return UNKNOWN
     if error == 0:
         return EXACT
-    share = math.log1p(error) / math.log1p(largest) if largest > 0 else 1.0
+    if math.isinf(error) or not largest > 0:
+        share = 1.0
+    else:
+        share = math.log1p(error) / math.log1p(largest)
     share = min(max(share, 0.0), 1.0)
     green = int(200 * (1 - share))
     return f"#e6{green:02x}20"
