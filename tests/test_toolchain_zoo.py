@@ -97,6 +97,24 @@ def test_toolchain_model_converts_and_validates(entry: dict) -> None:
         assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
 
 
+# Integer models TFLite runs on its builtin kernels only, with the int8 matrix
+# products where LiteRT's builtin kernels and TensorFlow's round otherwise
+# (tfl2tosa.kernels.LITERT_REFERENCE_OPS); three seeded runs, as `validate` and
+# `batch` do by default.
+ON_BUILTIN_KERNELS = ["ai_edge_quantizer/t5_encoder_static_a8w8.tflite",
+                      "flax/mlp_mixer_int8.tflite", "keras_hub/llama_int8.tflite"]
+
+
+@pytest.mark.parametrize("backend", ["ai-edge-litert", "tensorflow"])
+@pytest.mark.parametrize("relative", ON_BUILTIN_KERNELS)
+def test_builtin_kernel_models_validate_on_each_runtime(relative: str, backend: str) -> None:
+    report = validate(TOOLCHAINS / relative, runs=3, backend=backend)
+    assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+    assert report.passed and all(o.exact for o in report.outputs), (
+        f"{report.kernels}, first diverging tensor {report.first_divergence}: "
+        f"{report.outputs} {report.errors}")
+
+
 def test_manifest_describes_the_committed_files() -> None:
     listed = {entry["path"] for entry in MANIFEST["models"]}
     on_disk = {p.relative_to(TOOLCHAINS).as_posix() for p in TOOLCHAINS.rglob("*.tflite")}
