@@ -1,6 +1,7 @@
 """Hybrid ("dynamic range") ops computed as TFLite's hybrid kernels compute them:
 float activations, constant int8 weights. FULLY_CONNECTED, CONV_2D,
-DEPTHWISE_CONV_2D, BATCH_MATMUL and EMBEDDING_LOOKUP.
+DEPTHWISE_CONV_2D, BATCH_MATMUL and EMBEDDING_LOOKUP; FULLY_CONNECTED with int4
+weights in blockwise scales too (fully_connected_blockwise_hybrid).
 
 TFLite quantizes the float activation at run time, one scale per row (a
 FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
@@ -70,6 +71,7 @@ from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
     TensorType,
     UniformQuantized,
+    UniformQuantizedBlockwise,
     UniformQuantizedPerAxis,
     f32,
     i1,
@@ -116,6 +118,8 @@ def hybrid_weights(op: Op, index: int, channel_axis: int) -> HybridWeights | Fai
         scales, zero_points, per_channel = [q.scale] * channels, [q.zero_point], False
     elif isinstance(q, UniformQuantizedPerAxis) and q.axis == channel_axis % len(t.shape):
         scales, zero_points, per_channel = list(q.scales), list(q.zero_points), True
+    elif isinstance(q, UniformQuantizedBlockwise):
+        return Failure(f"{op.name}: blockwise scales, not one per channel")
     else:
         return Failure(f"{op.name}: weights quantized along an axis other than the channels")
     if any(zp != 0 for zp in zero_points):
@@ -332,6 +336,114 @@ def fully_connected_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
                      weights.values.astype(np.int64).sum(axis=1).reshape(1, oc))
     out = _float_output(rw, op, _scaled(e, acc, quantized.scales, weights.scales.reshape(1, oc)),
                         2)
+    if isinstance(out, Failure):
+        return out
+    return [build.reshape(rw, out, result.shape)]
+
+
+# TF's optimized FULLY_CONNECTED reads blockwise scales only on its 4-bit path,
+# which it takes for at least FilterWidth output channels and FilterDepth input
+# values per row (optimized_4bit, fully_connected.cc PrepareImpl); below that it
+# computes the per-tensor hybrid product with a scale of 0 (measured: the bias).
+BLOCKWISE_MIN_UNITS = 4
+BLOCKWISE_MIN_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class BlockwiseWeights:
+    """Constant int4 weights [N, K] with one float32 scale per block of
+    `block_size` values of a row (scales [N, K / block_size])."""
+
+    values: np.ndarray
+    scales: np.ndarray
+    block_size: int
+
+
+def blockwise_weights(op: Op, index: int) -> BlockwiseWeights | Failure:
+    """Operand `index` as int4 weights with blockwise scales and zero points 0."""
+    t = tensor_type(op.operands[index])
+    q = t.element
+    if not isinstance(q, UniformQuantizedBlockwise):
+        return Failure(f"{op.name}: weights are not blockwise quantized")
+    array = constant_value(op.operands[index])
+    if array is None or storage_type(q).name != "i4" or len(t.shape) != 2 \
+            or array.size != t.num_elements:
+        return Failure(f"{op.name}: TFLite reads blockwise scales of dense 2-D int4 "
+                       "constants only")
+    if t.shape[1] % q.block_size or tuple(q.scales_shape) != (t.shape[0],
+                                                              t.shape[1] // q.block_size):
+        return Failure(f"{op.name}: blocks of {q.block_size} do not tile rows of {t.shape[1]}")
+    if any(zp != 0 for zp in q.zero_points):
+        # EvalBlockwise4Bit never reads them: the float lowering honours them.
+        return Failure(f"{op.name}: blockwise zero points, which TFLite's kernel ignores")
+    return BlockwiseWeights(np.asarray(array, dtype=np.int8).reshape(t.shape),
+                            np.asarray(q.scales, dtype=np.float32).reshape(q.scales_shape),
+                            q.block_size)
+
+
+def block_offsets(weights: BlockwiseWeights) -> np.ndarray:
+    """Each output channel's `sum_b s_b * sum(w in block b)`, summed in float32
+    in block order as EvalBlockwise4Bit does (kfsum), as [1, N]."""
+    n, k = weights.values.shape
+    sums = weights.values.astype(np.int64).reshape(n, k // weights.block_size, -1).sum(axis=2)
+    total = np.zeros(n, dtype=np.float32)
+    for b in range(sums.shape[1]):
+        total = total + weights.scales[:, b] * sums[:, b].astype(np.float32)
+    return total.reshape(1, n)
+
+
+@pattern("tfl.fully_connected", label="fully_connected_blockwise_hybrid", types=("f32",))
+def fully_connected_blockwise_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """int4 weights with blockwise scales, as TF's optimized kernel computes
+    them (fully_connected.cc EvalBlockwise4Bit): each row quantized
+    asymmetrically at run time (whatever asymmetric_quantize_inputs says), a
+    MATMUL i8 x i8 -> i32 per block, then in float32 and in this order
+    `out = sum_b acc_b * s_b` (block order), `out -= zero_point * kfsum`
+    (block_offsets), `out *= s_in`, `out += bias`.
+
+    The kernel applies no fused activation (a model with one is lowered in
+    float and judged against its dequantized twin)."""
+    weights = blockwise_weights(op, 1)
+    if isinstance(weights, Failure):
+        return weights
+    if (failure := require_float_data(op, (0,))) is not None:
+        return failure
+    if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
+        return Failure("tfl.fully_connected: shuffled weights or several results")
+    if op.attrs.get("fused_activation_function", "NONE") not in ("NONE", None):
+        return Failure("tfl.fully_connected: TFLite's blockwise kernel drops the fused "
+                       "activation")
+    x = op.operands[0]
+    result = tensor_type(op.results[0])
+    oc, ic = weights.values.shape
+    rows = tensor_type(x).num_elements // ic
+    if rows * ic != tensor_type(x).num_elements or rows * oc != result.num_elements or not rows:
+        return Failure(f"tfl.fully_connected: input {tensor_type(x)} does not fit weights "
+                       f"[{oc}, {ic}]")
+    if oc < BLOCKWISE_MIN_UNITS or ic < BLOCKWISE_MIN_DEPTH or ic % 2:
+        return Failure(f"tfl.fully_connected: TFLite reads blockwise scales only with >= "
+                       f"{BLOCKWISE_MIN_UNITS} outputs and an even depth >= "
+                       f"{BLOCKWISE_MIN_DEPTH} (its 4-bit path), not [{oc}, {ic}]")
+    blocks, size = ic // weights.block_size, weights.block_size
+    quantized = quantize_rows(rw, build.reshape(rw, x, (rows, ic)), asymmetric=True)
+    q = build.transpose(rw, build.reshape(rw, quantized.values, (rows, blocks, size)),
+                        (1, 0, 2))
+    w = np.ascontiguousarray(weights.values.reshape(oc, blocks, size).transpose(1, 2, 0))
+    acc = build.op(rw, "tosa.matmul", [q, build.const(rw, w, i8), build.zero_point(rw, 0, i8),
+                                       build.zero_point(rw, 0, i8)],
+                   TensorType((blocks, rows, oc), i32))
+    e3 = Elementwise(rw, 3)
+    products = e3.mul(build.cast(rw, acc, f32),
+                      e3.full(np.ascontiguousarray(weights.scales.T).reshape(blocks, 1, oc), f32))
+    # The kernel starts each output at 0 and adds the blocks' products in order.
+    out = e3.like(0.0, products)
+    for b in range(blocks):
+        out = e3.add(out, build.slice(rw, products, (b, 0, 0), (1, rows, oc)))
+    e = Elementwise(rw, 2)
+    out = e.sub(build.reshape(rw, out, (rows, oc)),
+                e.mul(build.cast(rw, quantized.zero_points, f32),
+                      e.full(block_offsets(weights), f32)))
+    out = _float_output(rw, op, e.mul(out, quantized.scales), 2)
     if isinstance(out, Failure):
         return out
     return [build.reshape(rw, out, result.shape)]
@@ -630,8 +742,8 @@ def embedding_lookup_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [e.mul(build.cast(rw, rows, f32), scale)]
 
 
-HYBRID_LABELS = frozenset({"fully_connected_hybrid", "conv_2d_hybrid",
-                           "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
+HYBRID_LABELS = frozenset({"fully_connected_hybrid", "fully_connected_blockwise_hybrid",
+                           "conv_2d_hybrid", "depthwise_conv_2d_hybrid", "batch_matmul_hybrid",
                            "embedding_lookup_hybrid", "unidirectional_sequence_lstm_hybrid",
                            "bidirectional_sequence_lstm_hybrid",
                            "unidirectional_sequence_rnn_hybrid", "svdf_hybrid",

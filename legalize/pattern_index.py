@@ -201,6 +201,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.fully_connected': (
         ('legalize.hybrid', 'fully_connected_hybrid'),
+        ('legalize.hybrid', 'fully_connected_blockwise_hybrid'),
         ('legalize.conv', 'fully_connected'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.conv', 'fully_connected_int'),

@@ -32,11 +32,7 @@ MAX_FILE_BYTES = 160_000
 MAX_ZOO_BYTES = 8_000_000
 
 # fnmatch pattern on the manifest path -> why it still fails (first match wins).
-BLOCKWISE = ("issue 14 point 4: blockwise int4 weights convert (dequantized at conversion), "
-             "but TFLite's builtin kernels ignore blockwise scales (only LiteRT's XNNPACK "
-             "reads them), so validate's judge computes something else")
 EXPECTED_FAILURES: dict[str, str] = {
-    "ai_edge_quantizer/*_dynamic_wi4_b32.tflite": BLOCKWISE,
     "ai_edge_quantizer/swin_static_a16w8.tflite": (
         "issue 14 point 6: TFLite's reference resolver lacks TRANSPOSE v6, so validate "
         "judges on the builtin kernels, whose int16x8 FULLY_CONNECTED (first diverging "

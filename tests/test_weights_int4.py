@@ -347,12 +347,13 @@ def test_blockwise_dequantize_by_hand(tmp_path: Path) -> None:
 
 
 def test_blockwise_fully_connected(tmp_path: Path) -> None:
-    """Float activations x blockwise int4 weights: the weights dequantized once at
-    conversion, then a float FULLY_CONNECTED. Exact float math against the
-    hand-dequantized weights; against LiteRT's XNNPACK (the only TFLite
-    runtime that reads blockwise scales) within the error of its dynamic int8
-    quantization of each input row: |dx| <= s_row / 2 per input, so
-    |dy| <= s_row / 2 * sum |w|, plus float rounding."""
+    """Float activations x blockwise int4 weights with `--hybrid float`: the
+    weights dequantized once at conversion, then a float FULLY_CONNECTED (the
+    default emulates TFLite's builtin kernel: tests/test_blockwise.py). Exact
+    float math against the hand-dequantized weights; against LiteRT's XNNPACK
+    within the error of its dynamic int8 quantization of each input row:
+    |dx| <= s_row / 2 per input, so |dy| <= s_row / 2 * sum |w|, plus float
+    rounding."""
     from ai_edge_litert.interpreter import Interpreter
 
     import reference_model
@@ -366,7 +367,7 @@ def test_blockwise_fully_connected(tmp_path: Path) -> None:
     b.op("FULLY_CONNECTED", [x, w, -1], [y], options=b.options("FullyConnectedOptions"))
     b.io([x], [y])
     path = write_model(b, tmp_path / "blockwise_fc.tflite")
-    module, conversion = convert(path)
+    module, conversion = convert(path, hybrid="float")
     assert [o["weights"] for o in conversion.outcomes] == ["dequantized-constant"]
     feed = rng.standard_normal((2, 64)).astype(np.float32)
     ours = list(reference_model.run(module, [feed]).values())[0]

@@ -48,6 +48,15 @@ delegate. Hybrid ops computed on dequantized weights (`--hybrid float`, or a
 hybrid op with no emulation) are judged against TFLite running a twin of the
 model whose weights for exactly those ops are dequantized (`float_twin`), and
 the report says so.
+
+int4 weights with blockwise scales (AI Edge Quantizer's dynamic blockwise
+recipes) are read by two TFLite runtimes: the builtin FULLY_CONNECTED's 4-bit
+path (EvalBlockwise4Bit; the reference kernel ignores the scales) and LiteRT's
+XNNPACK delegate. The builtin kernel is the judge: it reads the float16 scales
+as stored and computes the same on TensorFlow and LiteRT, and the emulation
+(legalize.hybrid.fully_connected_blockwise_hybrid) follows it bit for bit.
+LiteRT's XNNPACK rounds the scales to bfloat16 first (outputs a few tenths of a
+percent of their range away), and TensorFlow 2.20's XNNPACK misreads them.
 """
 
 from __future__ import annotations
@@ -477,6 +486,10 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     if emulated:
         report.notes.append(f"{emulated} hybrid op(s) emulate TFLite's hybrid kernels: judged "
                             "on its builtin kernels (the emulation follows them)")
+    blockwise = sum(o.get("pattern") == BLOCKWISE_PATTERN for o in outcomes)
+    if blockwise:
+        report.notes.append(f"{blockwise} of them with blockwise int4 weights, as the builtin "
+                            f"{BLOCKWISE_NOTE}")
     if dequantized:
         model_bytes = float_twin(model_bytes, dequantized)
         report.notes.append(f"{len(dequantized)} hybrid op(s) computed on dequantized weights: "
@@ -559,6 +572,11 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
     if emulated and not report.passed:
         report.notes.append(EMULATED_MISMATCH_NOTE)
     return report
+
+
+BLOCKWISE_PATTERN = "fully_connected_blockwise_hybrid"
+BLOCKWISE_NOTE = ("FULLY_CONNECTED's 4-bit path reads their float16 scales (LiteRT's "
+                  "XNNPACK rounds them to bfloat16; TFLite's reference kernel ignores them)")
 
 
 # Why an emulated hybrid model can miss the float bounds although each hybrid op

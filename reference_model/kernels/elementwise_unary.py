@@ -120,7 +120,10 @@ def reciprocal(ctx: KernelContext) -> list[np.ndarray]:
 
 @kernel("RSQRT")
 def rsqrt(ctx: KernelContext) -> list[np.ndarray]:
-    return _unary_float(ctx, lambda x: 1.0 / np.sqrt(x))
+    # 1 / sqrt(x) in float32, each step correctly rounded: what Arm's reference
+    # model and TFLite's kernels (`1.f / std::sqrt(x)`) compute, within an ulp
+    # of the exact value and equal to theirs.
+    return _unary_float(ctx, lambda x: np.float32(1) / np.sqrt(x), exact_in_float32=True)
 
 
 @kernel("EXP")
