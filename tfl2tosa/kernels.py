@@ -50,7 +50,8 @@ def kernels(name: str) -> Iterator[None]:
 
 
 def current() -> str:
-    """"reference", or "optimized" for either runtime's builtin kernels."""
+    """The resolver followed: "reference", or "optimized" for either runtime's builtin
+    kernels."""
     return "reference" if _current.get() == "reference" else "optimized"
 
 
