@@ -306,7 +306,7 @@ def rounding_mode(op_name: str, bits: int = 8) -> str:
     Ops without an entry use DOUBLE_ROUND, TFLite's default-build
     MultiplyByQuantizedMultiplier.
     """
-    if kernels.current() == "optimized" and (op_name, bits) in OPTIMIZED_ROUNDING:
+    if kernels.runs_optimized(op_name, bits) and (op_name, bits) in OPTIMIZED_ROUNDING:
         return OPTIMIZED_ROUNDING[(op_name, bits)]
     return ROUNDING_POLICY.get(op_name, DOUBLE_ROUND)
 

@@ -411,8 +411,9 @@ def test_validate_lowers_for_the_kernels_that_judge(tmp_path) -> None:
          options=b.options("BatchMatMulOptions", adjX=False, adjY=False))
     b.io([x, y], [out])
     path = write_model(b, tmp_path / "tile_matmul.tflite")
-    # TensorFlow 2.20's builtin kernels are the ones tfl2tosa.kernels follows; LiteRT
-    # 2.3's optimized BATCH_MATMUL rounds 8 of these elements 1 LSB differently.
-    report = validate(path, runs=3, backend="tensorflow")
-    assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
-    assert all(o.exact for o in report.outputs), report.outputs
+    # Each runtime's builtin kernels: LiteRT's BATCH_MATMUL is its reference kernel
+    # (tfl2tosa.kernels.LITERT_REFERENCE_OPS).
+    for backend in ("ai-edge-litert", "tensorflow"):
+        report = validate(path, runs=3, backend=backend)
+        assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+        assert all(o.exact for o in report.outputs), report.outputs

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tfl2tosa.pipeline import convert
-from tfl2tosa.validation import validate
+from tfl2tosa.validation import _runtime, validate
 
 TOOLCHAINS = Path(__file__).resolve().parent.parent / "models" / "toolchains"
 MANIFEST = json.loads((TOOLCHAINS / "manifest.json").read_text())
@@ -52,28 +52,24 @@ def cases() -> list:
     return params
 
 
-def reference_resolver_loads(path: Path) -> bool:
-    import tensorflow as tf
-
+def reference_resolver_loads(path: Path, backend: str) -> bool:
+    Interpreter, resolvers, _ = _runtime(backend)
     try:
-        interpreter = tf.lite.Interpreter(
-            model_path=str(path),
-            experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF)
+        interpreter = Interpreter(model_path=str(path),
+                                  experimental_op_resolver_type=resolvers.BUILTIN_REF)
         interpreter.allocate_tensors()
     except (RuntimeError, ValueError):
         return False
     return True
 
 
-@pytest.mark.parametrize("entry", cases())
-def test_toolchain_model_converts_and_validates(entry: dict) -> None:
+def check_validates(entry: dict, backend: str) -> None:
     path = TOOLCHAINS / entry["path"]
     convert(path)  # what a user runs first; raises on any op it cannot convert
     ranges = {i: tuple(spec["range"]) for i, spec in enumerate(entry["inputs"])}
-    # validate converts again, for the TFLite kernels that judge (the builtin optimized
-    # ones where the reference resolver cannot load the model).
-    # TensorFlow's TFLite, the judge of e2e.py (LiteRT's kernels differ on edge cases).
-    report = validate(path, runs=1, input_ranges=ranges, backend="tensorflow")
+    # validate converts again, for the TFLite kernels that judge (the runtime's builtin
+    # optimized ones where its reference resolver cannot load the model).
+    report = validate(path, runs=1, input_ranges=ranges, backend=backend)
     on_reference = report.resolver == "BUILTIN_REF"
     allowance = 0 if on_reference and not report.fallback_ops else 1
     worst = max((o.max_lsb or 0 for o in report.outputs), default=0)
@@ -83,8 +79,39 @@ def test_toolchain_model_converts_and_validates(entry: dict) -> None:
     # validate also chooses the builtin kernels on purpose (quantized SUM, hybrid ops);
     # what must hold is that a model the reference resolver cannot load still validates
     # and the report names the resolver it ran on.
-    if not reference_resolver_loads(path):
+    if not reference_resolver_loads(path, backend):
         assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+
+
+@pytest.mark.parametrize("entry", cases())
+def test_toolchain_model_converts_and_validates(entry: dict) -> None:
+    # TensorFlow's TFLite, the judge of e2e.py (LiteRT's kernels differ on edge cases).
+    check_validates(entry, "tensorflow")
+
+
+# validate's default runtime. Its reference resolver has TRANSPOSE v6, so the AI Edge
+# Quantizer int16x8 Swin runs on its reference kernels there.
+@pytest.mark.parametrize("entry", [pytest.param(e, id=e["path"]) for e in MANIFEST["models"]])
+def test_toolchain_model_validates_on_litert(entry: dict) -> None:
+    check_validates(entry, "ai-edge-litert")
+
+
+# Integer models TFLite runs on its builtin kernels only, with the int8 matrix
+# products where LiteRT's builtin kernels and TensorFlow's round otherwise
+# (tfl2tosa.kernels.LITERT_REFERENCE_OPS); three seeded runs, as `validate` and
+# `batch` do by default.
+ON_BUILTIN_KERNELS = ["ai_edge_quantizer/t5_encoder_static_a8w8.tflite",
+                      "flax/mlp_mixer_int8.tflite", "keras_hub/llama_int8.tflite"]
+
+
+@pytest.mark.parametrize("backend", ["ai-edge-litert", "tensorflow"])
+@pytest.mark.parametrize("relative", ON_BUILTIN_KERNELS)
+def test_builtin_kernel_models_validate_on_each_runtime(relative: str, backend: str) -> None:
+    report = validate(TOOLCHAINS / relative, runs=3, backend=backend)
+    assert report.resolver == "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+    assert report.passed and all(o.exact for o in report.outputs), (
+        f"{report.kernels}, first diverging tensor {report.first_divergence}: "
+        f"{report.outputs} {report.errors}")
 
 
 def test_manifest_describes_the_committed_files() -> None:

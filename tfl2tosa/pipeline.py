@@ -114,8 +114,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     """Convert a TFLite model (path or bytes) to a verified TOSA Module.
 
     `kernels` picks which of TFLite's kernels integer ops reproduce where they
-    differ: "reference" (BUILTIN_REF) or "optimized" (the builtin kernels users'
-    devices run; see tfl2tosa.kernels). `hybrid` is how ops with int8 weights
+    differ: "reference" (BUILTIN_REF), "optimized" or "litert-optimized" (the builtin
+    kernels of TensorFlow or LiteRT; see tfl2tosa.kernels). `hybrid` is how ops with int8 weights
     and float activations compute: "emulate" (TFLite's hybrid kernels,
     run-time quantized activations) or "float" (dequantized weights).
     `on_stage` is called with each stage's name as it starts (a progress display).

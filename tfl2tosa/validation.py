@@ -6,7 +6,8 @@ XNNPACK kernels round differently, see shared/research/LEGALIZATION.md 2.2).
 When the reference resolver lacks an op version the model falls back, as a
 whole, to the builtin kernels without default delegates; the report names the
 resolver used, and a model `validate` converts itself is then lowered for those
-kernels (`convert(kernels="optimized")`, see tfl2tosa.kernels).
+kernels of the runtime that runs it (`convert(kernels="optimized")` for
+TensorFlow's, "litert-optimized" for LiteRT's; see tfl2tosa.kernels).
 
 Tolerances
 ----------
@@ -185,6 +186,7 @@ class ValidationReport:
     model: str
     backend: str = ""
     resolver: str = ""
+    kernels: str = ""     # the tfl2tosa.kernels the judged conversion reproduces
     runs: int = 0
     outputs: list[OutputComparison] = field(default_factory=list)
     first_divergence: str | None = None
@@ -284,13 +286,39 @@ def _interpreter(model: bytes, *, reference: bool = True,
                         f"{_first_line(last_error) if last_error else ''}")
 
 
+def _needs_builtin_kernels(outcomes: list[dict[str, Any]]) -> bool:
+    """Whether TFLite judges these ops on its builtin kernels although the reference
+    resolver could load them: a quantized SUM (its reference kernel is broken) or
+    an emulated hybrid op (the emulation follows the builtin kernels)."""
+    return any((o["op_name"] == "tfl.sum" and "quant.uniform" in o["types"])
+               or hybrid_mode(o) == "emulate" for o in outcomes)
+
+
+def judging_kernels(model_path: str | os.PathLike, conversion: Any,
+                    backend: str | None = None) -> str:
+    """The `convert(kernels=...)` whose lowerings the TFLite kernels that `validate`
+    runs for this model and its `conversion` compute (raises Tfl2TosaError when
+    TFLite cannot load the model)."""
+    from tfl2tosa.tflite_import.source import open_source
+
+    model_bytes = bytes(open_source(os.fspath(model_path))[0])
+    dequantized = [o for o in conversion.outcomes if hybrid_mode(o) == "float"]
+    if dequantized:
+        model_bytes = float_twin(model_bytes, dequantized)
+    _, resolver, name = _interpreter(model_bytes, backend=backend,
+                                     reference=not _needs_builtin_kernels(conversion.outcomes))
+    return _kernels_for(resolver, name)
+
+
 def _first_line(error: Exception) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
-def _kernels_for(resolver: str) -> str:
-    """The `convert(kernels=...)` that reproduces TFLite's kernels under `resolver`."""
-    return "reference" if resolver == "BUILTIN_REF" else "optimized"
+def _kernels_for(resolver: str, backend: str) -> str:
+    """The `convert(kernels=...)` that reproduces `backend`'s kernels under `resolver`."""
+    from tfl2tosa.kernels import BUILTIN_KERNELS
+
+    return "reference" if resolver == "BUILTIN_REF" else BUILTIN_KERNELS[backend]
 
 
 # A real-valued range for one input: its index in TFLite's input order or its
@@ -460,12 +488,13 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
         # Lower for the kernels that will judge: the reference ones unless the
         # reference resolver lacks one of the model's op versions.
         try:
-            _, resolver, _ = _interpreter(model_bytes, backend=backend)
+            _, resolver, backend_name = _interpreter(model_bytes, backend=backend)
         except Tfl2TosaError:
             # A model our own checks refuse (a tensor over the budget) says why first.
             convert(path, fallback=fallback, hybrid=hybrid)
             raise
-        module, conversion = convert(path, fallback=fallback, kernels=_kernels_for(resolver),
+        module, conversion = convert(path, fallback=fallback,
+                                     kernels=_kernels_for(resolver, backend_name),
                                      hybrid=hybrid, on_stage=on_progress)
     outcomes = conversion.outcomes if conversion is not None else []
     if keep_details:
@@ -476,8 +505,6 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
                     if o["path"] == "fallback" and o["op_name"] in RAW_CHOICE_OPS]
     tfl_ops = {o["op_name"] for o in outcomes}
     family, bounds = float_tolerance(tfl_ops)
-    broken_reference = any(o["op_name"] == "tfl.sum" and "quant.uniform" in o["types"]
-                           for o in outcomes)
     modes = [(o, hybrid_mode(o)) for o in outcomes]
     emulated = sum(mode == "emulate" for _, mode in modes)
     dequantized = [o for o, mode in modes if mode == "float"]
@@ -493,12 +520,19 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
         report.notes.append(f"{len(dequantized)} hybrid op(s) computed on dequantized weights: "
                             "judged against TFLite running the model with those weights "
                             "dequantized, not against its hybrid kernels")
-    reference = not (broken_reference or emulated)
+    reference = not _needs_builtin_kernels(outcomes)
     interp, report.resolver, report.backend = _interpreter(model_bytes, reference=reference,
                                                            backend=backend)
-    if converted_here and conversion.kernels != _kernels_for(report.resolver):
-        module, conversion = convert(path, fallback=fallback,
-                                     kernels=_kernels_for(report.resolver), hybrid=hybrid)
+    judging = _kernels_for(report.resolver, report.backend)
+    if converted_here and conversion.kernels != judging:
+        module, conversion = convert(path, fallback=fallback, kernels=judging, hybrid=hybrid)
+    if conversion is not None:
+        report.kernels = conversion.kernels
+        if conversion.kernels != judging and any(o["path"] == "integer" for o in outcomes):
+            report.notes.append(f"converted for TFLite's {conversion.kernels} kernels, judged "
+                                f"by {report.backend} on {report.resolver} ({judging}): "
+                                "their integer convolutions and matrix products may round "
+                                "otherwise")
     if lsb_tolerance is None:
         lsb_tolerance = 1 if report.fallback_ops or report.resolver != "BUILTIN_REF" else 0
     in_details = interp.get_input_details()

@@ -37,6 +37,9 @@ class JobOptions:
     # validate's --input-range texts ([NAME|INDEX=]LOW:HIGH), for every model.
     input_ranges: tuple[str, ...] = ()
     hybrid: str = "emulate"            # convert's --hybrid
+    # convert's --kernels; None: those of the TFLite kernels that validate the model
+    # (the reference ones without validation), so the .tosa written is the one judged.
+    kernels: str | None = None
 
     def fingerprint(self) -> dict[str, Any]:
         """The options a model's result depends on (what --resume must match)."""
@@ -75,7 +78,13 @@ def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
     try:
         module, report = convert(path, fallback=options.fallback,
                                  disabled=frozenset(options.disabled),
-                                 hybrid=options.hybrid)
+                                 hybrid=options.hybrid, kernels=options.kernels or "reference")
+        if options.validate and options.kernels is None:
+            judging = _judging_kernels(path, report)
+            if judging != report.kernels:
+                module, report = convert(path, fallback=options.fallback,
+                                         disabled=frozenset(options.disabled),
+                                         hybrid=options.hybrid, kernels=judging)
         if options.output is not None:
             write_atomically(options.output, emit(module, "tosa"))
     except MemoryError:
@@ -98,6 +107,18 @@ def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:
         return {"status": "pass", "error": None, "conversion": conversion,
                 "validation": {"verdict": "skipped"}}
     return {"conversion": conversion, **_validate(path, options, module, report)}
+
+
+def _judging_kernels(path: str, conversion: Any) -> str:
+    """The kernels validate will judge the model by; the conversion's own when TFLite
+    cannot load the model (validation then says why)."""
+    from tfl2tosa.errors import Tfl2TosaError
+    from tfl2tosa.validation import judging_kernels
+
+    try:
+        return judging_kernels(path, conversion)
+    except Tfl2TosaError:
+        return conversion.kernels
 
 
 def _validate(path: str, options: JobOptions, module: Any, conversion: Any) -> dict[str, Any]:

@@ -53,6 +53,7 @@ class BatchOptions:
     seed: int = 0
     input_ranges: tuple[str, ...] = ()   # validate's --input-range, for every model
     hybrid: str = "emulate"              # convert's --hybrid, for every model
+    kernels: str | None = None           # convert's --kernels (JobOptions.kernels)
     shard: tuple[int, int] | None = None
     resume: bool = False
     baseline: str | None = None
@@ -65,7 +66,8 @@ class BatchOptions:
     def job_options(self, output: str | None) -> JobOptions:
         return JobOptions(output=output, validate=self.validate, fallback=self.fallback,
                           disabled=tuple(self.disabled), runs=self.runs, seed=self.seed,
-                          input_ranges=tuple(self.input_ranges), hybrid=self.hybrid)
+                          input_ranges=tuple(self.input_ranges), hybrid=self.hybrid,
+                          kernels=self.kernels)
 
     def limits(self) -> dict[str, Any]:
         return {"timeout_s": self.timeout, "memory_limit_bytes": self.memory_limit}
@@ -126,6 +128,11 @@ def run_batch(options: BatchOptions, *, job: Job | None = None,
     if options.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     _check_input_ranges(options.input_ranges)
+    if options.kernels is not None:
+        from tfl2tosa.kernels import KERNELS
+
+        if options.kernels not in KERNELS:
+            raise UsageError(f"--kernels {options.kernels!r}: one of {', '.join(KERNELS)}")
     baseline = _load_baseline(options.baseline)
     out = Path(options.out_dir)
     if out.exists() and not out.is_dir():

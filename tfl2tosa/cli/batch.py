@@ -70,6 +70,11 @@ def batch_command(
                                      help="Refuse quantized ops without an integer lowering."),
     disable: list[str] = typer.Option([], "--disable", help="Switch a pattern off (by label)."),
     hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
+    kernels: str = typer.Option(None, "--kernels",
+                                help="As convert's: which TFLite kernels integer ops reproduce "
+                                     "(reference, optimized, litert-optimized). Default: the "
+                                     "kernels TFLite validates each model on (reference with "
+                                     "--no-validate), so each .tosa is the one judged."),
     runs: int = typer.Option(3, "--runs", min=1, help="Random inputs per validation."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     input_range: list[str] = typer.Option(
@@ -111,7 +116,7 @@ def batch_command(
             inputs=list(inputs), out_dir=str(out), jobs=jobs, timeout=timeout or None,
             memory_limit=parse_size(memory_limit), validate=not no_validate,
             fallback=not no_fallback, disabled=tuple(disable), runs=runs, seed=seed,
-            input_ranges=tuple(input_range), hybrid=hybrid,
+            input_ranges=tuple(input_range), hybrid=hybrid, kernels=kernels,
             shard=parse_shard(shard) if shard else None, resume=resume,
             baseline=str(baseline) if baseline else None, root=str(root) if root else None,
             json_path=str(json_path) if json_path else None,

@@ -68,9 +68,11 @@ def convert_command(
     hybrid: str = typer.Option("emulate", "--hybrid", help=HYBRID_HELP),
     kernels: str = typer.Option("reference", "--kernels",
                                 help="Which TFLite kernels integer ops reproduce where they "
-                                     "round differently: reference (BUILTIN_REF) or optimized "
-                                     "(the builtin kernels devices run; `validate` picks this "
-                                     "when the reference resolver lacks an op version)."),
+                                     "round differently: reference (BUILTIN_REF), optimized "
+                                     "(TensorFlow's builtin kernels) or litert-optimized "
+                                     "(LiteRT's); `validate` picks the runtime's builtin "
+                                     "kernels when the reference resolver lacks an op "
+                                     "version."),
 ) -> None:
     from tfl2tosa.pipeline import check_writable, convert, emit, write_atomically
 

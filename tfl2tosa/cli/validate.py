@@ -100,8 +100,8 @@ def validate_command(
 
 def to_markdown(report: ValidationReport) -> str:
     lines = [f"### {report.model}: {'PASS' if report.passed else 'FAIL'}",
-             f"TFLite on `{report.backend}`, resolver `{report.resolver}`, "
-             f"{report.runs} run(s)", "",
+             f"TFLite on `{report.backend}`, resolver `{report.resolver}`, converted for its "
+             f"`{report.kernels}` kernels, {report.runs} run(s)", "",
              "| output | dtype | shape | exact | max abs err | max rel err | ulp/lsb | tolerance |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in report.outputs:
@@ -132,7 +132,7 @@ def _print_table(report: ValidationReport) -> None:
     if not console.is_terminal:
         console = Console(width=160)
     table = Table(title=f"{report.model} ({report.backend} {report.resolver}, "
-                        f"{report.runs} runs)")
+                        f"{report.kernels} kernels, {report.runs} runs)")
     for column in ("output", "dtype", "shape", "exact", "max abs err", "max rel err",
                    "ulp/lsb", "tolerance", "verdict"):
         table.add_column(column)

@@ -18,7 +18,8 @@ def render(report: Any) -> str:
     body = [f"<h1>{escape(Path(report.model).name)}: "
             f'<span class="{verdict.lower()}">{verdict}</span></h1>',
             f"<p>TFLite on {escape(report.backend)} ({escape(report.resolver)} kernels) "
-            f"against the TOSA reference model, {report.runs} run(s).</p>"]
+            f"against the TOSA reference model of the conversion for its "
+            f"{escape(report.kernels)} kernels, {report.runs} run(s).</p>"]
     if report.first_divergence:
         body.append(f"<p>First diverging tensor: <code>{escape(report.first_divergence)}</code>"
                     " (marked ★ in the graph).</p>")
