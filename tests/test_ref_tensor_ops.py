@@ -8,7 +8,6 @@ same operand description, which the other test_ref_* files import.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -880,14 +879,15 @@ def test_fft_matches_arm_within_float_error():
 
 
 # ---------------------------------------------------------------------------
-# Speed: int8 CONV2D on a MobileNet-sized layer
+# A MobileNet-sized int8 CONV2D (speed lives in benchmarks/reference_model_vs_arm.py)
 
 
-def test_conv2d_i8_mobilenet_layer_is_fast():
+def test_conv2d_i8_mobilenet_layer_matches_arm():
     rng = np.random.default_rng(11)
     x = _random_int(rng, (1, 112, 112, 32), "i8")
     w = _random_int(rng, (32, 3, 3, 32), "i8")
     operands = conv2d_operands(x, w, np.zeros(32), -1, 0)
-    start = time.perf_counter()
-    run_both("CONV2D", operands, [((1, 112, 112, 32), "i32")], conv_attrs(pad=(1, 1, 1, 1)))
-    assert time.perf_counter() - start < 1.0
+    outputs, attrs = [((1, 112, 112, 32), "i32")], conv_attrs(pad=(1, 1, 1, 1))
+    for mine, theirs in zip(run_both("CONV2D", operands, outputs, attrs),
+                            run_arm("CONV2D", operands, outputs, attrs)):
+        np.testing.assert_array_equal(mine, theirs)
