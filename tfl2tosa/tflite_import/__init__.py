@@ -124,6 +124,11 @@ def _numpy_probe_answered() -> Iterator[None]:
         compat.import_numpy = probe
 
 
+def load_whole_schema() -> None:
+    """Load every generated module now (a batch worker, before it forks per model)."""
+    sys.modules["tflite"]._whole_package("__version__")
+
+
 def _import_generated(name: str) -> types.ModuleType:
     with _numpy_probe_answered():
         return importlib.import_module(name)
