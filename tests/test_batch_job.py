@@ -117,3 +117,37 @@ def test_input_ranges_reach_validation_for_ops_with_a_domain():
 def test_input_ranges_are_part_of_the_options_a_resumed_record_must_match():
     assert JobOptions().fingerprint()["input_ranges"] == []
     assert JobOptions(input_ranges=("x=0:1",)).fingerprint()["input_ranges"] == ["x=0:1"]
+
+
+# A worker's warm-up, then conversions of models of every family in a fork-free
+# loop: prints the converter's modules the conversions imported on top.
+WARM_UP_PROBE = """
+import json, sys
+from tfl2tosa.batch.job import JobOptions, convert_and_validate, warm_up_modules
+from tfl2tosa.batch.worker import import_for_jobs
+import_for_jobs(warm_up_modules(convert_and_validate, validate=False))
+before = set(sys.modules)
+for path in sys.argv[1:]:
+    result = convert_and_validate(path, JobOptions(validate=False))
+    assert result["status"] == "pass", result
+ours = ("tfl2tosa", "legalize", "tflite")
+print(json.dumps(sorted(n for n in set(sys.modules) - before if n.split(".")[0] in ours)))
+"""
+
+
+def test_a_worker_warm_up_imports_what_conversions_import_on_demand():
+    """Each model runs in a fork of the warm worker: a module first imported
+    there is imported again for every model."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    models = sorted((root / "models/arch").glob("*.tflite"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get(
+        "PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", WARM_UP_PROBE, *map(str, models)], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -175,3 +175,19 @@ def test_internal_error_is_one_line_with_exit_70(monkeypatch, capsys, tmp_path: 
     assert err == ["error: internal error (ZeroDivisionError: division by zero); "
                    "rerun with --verbose for the traceback and please report it"]
     assert not (tmp_path / "x.tosa").exists()
+
+
+def test_conversion_collects_less_often_and_restores_the_collector_even_on_failure() -> None:
+    import gc
+
+    from tfl2tosa.errors import ModelError
+    from tfl2tosa.pipeline import convert
+
+    seen = []
+    before = gc.get_threshold()
+    module, _ = convert(DEMO, on_stage=lambda stage: seen.append(gc.get_threshold()[0]))
+    assert seen and min(seen) >= 10_000
+    assert gc.get_threshold() == before
+    with pytest.raises(ModelError):
+        convert(b"not a model at all")
+    assert gc.get_threshold() == before

@@ -58,15 +58,24 @@ def warm_up_modules(job: Job, validate: bool) -> tuple[str, ...]:
     the converter and, to validate, the TFLite runtime; an injected job's module."""
     if job is not convert_and_validate:
         return (job.__module__,)
-    # What convert() and emit() import when first called (the pattern families
-    # a model needs come on top, a few each).
+    # What convert() and emit() import when first called, and every module
+    # they import on demand (pattern families, TFLite schema tables): imported
+    # in a fork, a module would be imported again for every model.
     modules = ("tfl2tosa.pipeline", "legalize", "legalize.calls", "tfl2tosa.passes",
                "tfl2tosa.quant", "tfl2tosa.stateful", "tfl2tosa.tflite_import",
-               "tfl2tosa.tosa.verify", "tfl2tosa.tosa.writer")
+               "tfl2tosa.tosa.verify", "tfl2tosa.tosa.writer", "tfl2tosa.tosa.mlir",
+               "tfl2tosa.tflite_import.structure", "tfl2tosa.quant.canonicalize",
+               "tfl2tosa.tflite_import:load_whole_schema", *_pattern_families())
     if validate:
         modules += ("tfl2tosa.validation", "reference_model", "numpy.random",
                     "tensorflow|ai_edge_litert.interpreter")
     return modules
+
+
+def _pattern_families() -> list[str]:
+    from legalize.pattern_index import PATTERNS
+
+    return sorted({module for entries in PATTERNS.values() for module, _ in entries})
 
 
 def convert_and_validate(path: str, options: JobOptions) -> dict[str, Any]:

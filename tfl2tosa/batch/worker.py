@@ -83,14 +83,18 @@ def worker_main(conn: Connection, log_path: str, memory_limit: int | None,
 
 def import_for_jobs(modules: tuple[str, ...]) -> None:
     """Import what every job will need, so that forks find it loaded. An entry
-    "a|b" imports the first of a, b that exists. A module that fails to import
-    is left to fail in the job, where it is reported."""
+    "a|b" imports the first of a, b that exists; "a:f" imports a and calls its
+    f() (a module's own way of loading what it would load on demand). A module
+    that fails to import is left to fail in the job, where it is reported."""
     # Quiet TensorFlow's C++ logging before it loads, as validation does.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     for entry in modules:
         for name in entry.split("|"):
             try:
-                importlib.import_module(name)
+                module_name, _, function = name.partition(":")
+                module = importlib.import_module(module_name)
+                if function:
+                    getattr(module, function)()
                 break
             except Exception as exc:
                 print(f"warm-up: cannot import {name}: {first_line(exc)}", flush=True)

@@ -124,6 +124,14 @@ def _numpy_probe_answered() -> Iterator[None]:
         compat.import_numpy = probe
 
 
+def load_whole_schema() -> None:
+    """Load every generated module now (a batch worker, before it forks per model).
+    A `tflite` package imported before this module is whole already."""
+    package = sys.modules["tflite"]
+    if isinstance(package, _LazyTflitePackage):
+        package._whole_package("__version__")
+
+
 def _import_generated(name: str) -> types.ModuleType:
     with _numpy_probe_answered():
         return importlib.import_module(name)
