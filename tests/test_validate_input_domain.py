@@ -31,6 +31,8 @@ def test_inputs_tflite_refuses_are_one_line_not_a_traceback():
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert lines[0].startswith("error: TFLite cannot run the model on input set 1")
     assert "(DIV)" in lines[0] and "--input-range" in lines[0]
+    # TFLite's kernel message and its "Node number" line stay apart.
+    assert "; Node number 0 (DIV)" in lines[0]
 
 
 @pytest.mark.parametrize("model, ranges", [

@@ -76,6 +76,7 @@ percent of their range away), and TensorFlow 2.20's XNNPACK misreads them.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -591,6 +592,8 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
         except RuntimeError as exc:
             # TFLite's message: "<file:line> <check>Node number N (OP) failed to invoke."
             reason = " ".join(str(exc).split())
+            # TFLite appends "Node number N ..." to the kernel's message with no space.
+            reason = re.sub(r"(?<=\S)(?=Node number \d)", "; ", reason)
             raise InputDomainError(
                 f"TFLite cannot run the model on input set {report.runs + 1}: {reason} "
                 "(give inputs in the model's domain: --input-range [NAME=]LOW:HIGH or "
