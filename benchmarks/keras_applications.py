@@ -18,7 +18,6 @@ import argparse
 import hashlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -52,12 +51,9 @@ def generate(name: str, flavours: list[str]) -> None:
     """Build one Keras application with seeded weights, convert it in each flavour."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    sys.path.insert(0, str(BENCHMARKS.parent / "models"))
     sys.path.insert(0, str(BENCHMARKS))
     import tensorflow as tf
-    from generate import ConverterFactory, ModelJob, convert_flavour
-    from mobilenet_v2 import rescale_kernels
-    from zoo_units import InputSpec
+    from mobilenet_v2 import rescale_kernels, write_flavours
 
     tf.get_logger().setLevel("ERROR")
     tf.keras.utils.set_random_seed(0)
@@ -65,22 +61,8 @@ def generate(name: str, flavours: list[str]) -> None:
     keras_model = getattr(tf.keras.applications, application)(
         input_shape=input_shape, include_top=True, weights=None, classes=1000)
     rescale_kernels(keras_model, tf.keras.layers.DepthwiseConv2D)
-    trainable = [v.numpy() for v in keras_model.trainable_variables]
-    non_trainable = [v.numpy() for v in keras_model.non_trainable_variables]
-
-    def inference(_params: object, image: tf.Tensor) -> tf.Tensor:
-        outputs, _ = keras_model.stateless_call(
-            [tf.constant(w) for w in trainable], [tf.constant(w) for w in non_trainable],
-            image, training=False)
-        return outputs
-
-    job = ModelJob(name, "arch", inference, (InputSpec((1, *input_shape)),),
-                   via_saved_model=False)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as workdir:
-        factory = ConverterFactory(job, Path(workdir))
-        for flavour in flavours:
-            model_path(name, flavour).write_bytes(convert_flavour(factory, flavour))
+    write_flavours(keras_model, name, input_shape, flavours,
+                   lambda flavour: model_path(name, flavour))
 
 
 def main() -> None:

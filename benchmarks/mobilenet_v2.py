@@ -17,6 +17,7 @@ import hashlib
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -44,10 +45,7 @@ def generate(flavours: list[str]) -> None:
     """Build the Keras model once, convert it in each flavour, write the cache files."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    sys.path.insert(0, str(BENCHMARKS.parent / "models"))
     import tensorflow as tf
-    from generate import ConverterFactory, ModelJob, convert_flavour
-    from zoo_units import InputSpec
 
     tf.get_logger().setLevel("ERROR")
     # One seed for Keras' initializers (Python, numpy and TF generators): the same
@@ -56,6 +54,19 @@ def generate(flavours: list[str]) -> None:
     keras_model = tf.keras.applications.MobileNetV2(
         input_shape=INPUT_SHAPE, alpha=1.0, include_top=True, weights=None, classes=1000)
     rescale_kernels(keras_model, tf.keras.layers.DepthwiseConv2D)
+    write_flavours(keras_model, NAME, INPUT_SHAPE, flavours, model_path)
+
+
+def write_flavours(keras_model: object, name: str, input_shape: tuple[int, ...],
+                   flavours: list[str], path_of: Callable[[str], Path]) -> None:
+    """Convert `keras_model` in each flavour with the zoo's settings and calibration,
+    writing each to `path_of(flavour)`."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    sys.path.insert(0, str(BENCHMARKS.parent / "models"))
+    import tensorflow as tf
+    from generate import ConverterFactory, ModelJob, convert_flavour
+    from zoo_units import InputSpec
 
     # The weights enter the trace as constants (Keras' stateless call), as the zoo's
     # do: left as variables, the converter keeps some as READ_VARIABLE ops.
@@ -68,16 +79,14 @@ def generate(flavours: list[str]) -> None:
             image, training=False)
         return outputs
 
-    # The zoo's job shape: one [-1, 1] float image (MobileNetV2's preprocessing range),
-    # calibrated like the zoo's architectures (16 seeded samples).
-    job = ModelJob(NAME, "arch", inference, (InputSpec((1, *INPUT_SHAPE)),),
+    # The zoo's job shape: one float image, calibrated like the zoo's architectures.
+    job = ModelJob(name, "arch", inference, (InputSpec((1, *input_shape)),),
                    via_saved_model=False)
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as workdir:
         factory = ConverterFactory(job, Path(workdir))
         for flavour in flavours:
-            data = convert_flavour(factory, flavour)
-            model_path(flavour).write_bytes(data)
+            path_of(flavour).write_bytes(convert_flavour(factory, flavour))
 
 
 def rescale_kernels(keras_model: object, depthwise_class: type) -> None:
