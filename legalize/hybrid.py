@@ -309,6 +309,16 @@ def _asymmetric(op: Op) -> bool:
     return bool(op.attrs.get("asymmetric_quantize_inputs", False))
 
 
+def _plain_fully_connected(op: Op) -> Failure | None:
+    """Float data in, one result, weights in their default layout: what both
+    hybrid FULLY_CONNECTED kernels read."""
+    if (failure := require_float_data(op, (0,))) is not None:
+        return failure
+    if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
+        return Failure("tfl.fully_connected: shuffled weights or several results")
+    return None
+
+
 @pattern("tfl.fully_connected", label="fully_connected_hybrid", types=("f32",))
 def fully_connected_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Rows quantized at run time, a 1x1 CONV2D i8 x i8 -> i32, then
@@ -316,10 +326,8 @@ def fully_connected_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     weights = hybrid_weights(op, 1, 0)
     if isinstance(weights, Failure):
         return weights
-    if (failure := require_float_data(op, (0,))) is not None:
+    if (failure := _plain_fully_connected(op)) is not None:
         return failure
-    if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
-        return Failure("tfl.fully_connected: shuffled weights or several results")
     x = op.operands[0]
     result = tensor_type(op.results[0])
     oc, ic = weights.values.shape
@@ -406,10 +414,8 @@ def fully_connected_blockwise_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fail
     weights = blockwise_weights(op, 1)
     if isinstance(weights, Failure):
         return weights
-    if (failure := require_float_data(op, (0,))) is not None:
+    if (failure := _plain_fully_connected(op)) is not None:
         return failure
-    if op.attrs.get("weights_format", "DEFAULT") != "DEFAULT" or len(op.results) != 1:
-        return Failure("tfl.fully_connected: shuffled weights or several results")
     if op.attrs.get("fused_activation_function", "NONE") not in ("NONE", None):
         return Failure("tfl.fully_connected: TFLite's blockwise kernel drops the fused "
                        "activation")
