@@ -612,6 +612,9 @@ def validate(model_path: str | os.PathLike, *, runs: int = 3, seed: int = 0,
                 "outside its domain, such as a zero divisor) and a QUANTIZE turns it into "
                 "an integer, which is no number to compare (give inputs in the model's "
                 "domain: --input-range [NAME=]LOW:HIGH or --inputs)")
+        if NMS_OPS & tfl_ops and not all(r.exact for r in results):
+            notes = _tied_nms_scores(interp, path)
+            report.notes += [n for n in notes if n not in report.notes]
         if emulated and not all(r.within_tolerance for r in results):
             if hybrid_inputs is None:
                 hybrid_inputs = emulated_hybrid_inputs(path, outcomes)
@@ -797,6 +800,28 @@ def _quantized_nan(interp: Any, path: str) -> str | None:
             producer = producers.get(op.operands[0].name)
             return producer.loc if producer else op.operands[0].name
     return None
+
+
+NMS_OPS = frozenset({"tfl.non_max_suppression_v4", "tfl.non_max_suppression_v5"})
+TIED_NMS_NOTE = ("its scores had ties on a run that differs: TFLite takes tied boxes in "
+                 "its priority queue's order, the conversion lowest index first "
+                 "(TensorFlow's order)")
+
+
+def _tied_nms_scores(interp: Any, path: str) -> list[str]:
+    """A note for each non-max suppression whose scores (TFLite's tensor on the last
+    run) hold equal values: the one place where the lowering orders otherwise."""
+    from tfl2tosa.tflite_import import load
+
+    by_name = {d["name"]: d["index"] for d in interp.get_tensor_details()}
+    notes = []
+    for op in load(path).main.ops:
+        if op.name not in NMS_OPS or op.operands[1].name not in by_name:
+            continue
+        scores = interp.get_tensor(by_name[op.operands[1].name]).ravel()
+        if np.unique(scores).size < scores.size:
+            notes.append(f"{op.loc}: {TIED_NMS_NOTE}")
+    return notes
 
 
 def _paired_tensors(interp: Any, module: Any, ours: dict[str, np.ndarray]
