@@ -63,10 +63,17 @@ def reference_resolver_loads(path: Path, backend: str) -> bool:
     return True
 
 
+def manifest_range(bounds: list) -> tuple[float, float]:
+    """The manifest's range as validate's --input-range: the generator draws integer
+    inputs (token ids) from [low, high), validate from [low, high]."""
+    low, high = bounds
+    return (low, high - 1) if isinstance(high, int) else (low, high)
+
+
 def check_validates(entry: dict, backend: str) -> None:
     path = TOOLCHAINS / entry["path"]
     convert(path)  # what a user runs first; raises on any op it cannot convert
-    ranges = {i: tuple(spec["range"]) for i, spec in enumerate(entry["inputs"])}
+    ranges = {i: manifest_range(spec["range"]) for i, spec in enumerate(entry["inputs"])}
     # validate converts again, for the TFLite kernels that judge (the runtime's builtin
     # optimized ones where its reference resolver cannot load the model).
     report = validate(path, runs=1, input_ranges=ranges, backend=backend)
