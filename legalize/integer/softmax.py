@@ -31,12 +31,15 @@ from legalize.integer.support import integer_pattern, per_tensor, static_shape
 from legalize.quantized import (
     INT32_MAX,
     SINGLE_ROUND,
+    left_shifted_as_tflite,
     rescale,
+    rescale_by_multiplier,
     rescale_to_i32,
     rounding_mode,
     softmax_exp,
     softmax_input_scaling,
     table_i16,
+    tflite_quantize_multiplier,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -171,6 +174,8 @@ def softmax_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
 # int16: reference_ops::SoftmaxInt16 with TFLite's two 513-entry LUTs
 
 _INT16_RANGE = 65535  # int16 max - min
+# The largest |x - max(row)|.
+_LARGEST_DIFF = _INT16_RANGE
 # TFLite's exp LUT covers input differences in [-10, 0]: exp(-10) is negligible.
 _EXP_LUT_RANGE = 10.0
 
@@ -209,7 +214,7 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
     Per row: `d = x - max`; `sym = sat16(MBQM(d, s_in * beta / (10 / 65535)) + 32767)`;
     `e = LUT_exp(sym)`; `sum = sum(e)`; `h = CountLeadingZeros(sum)`;
-    `r = LUT_recip(((sum << (h - 1)) + 2^13 >> 14) - 98304)`; output
+    `r = LUT_recip(min(((sum << (h - 1)) + 2^13 >> 14) - 98304, 32767))`; output
     `(e * r + 2^(30 - h)) >> (31 - h)` clamped to [0, 32767]. The LUT lookups are
     TOSA TABLEs (with TFLite's rounding of the interpolation); every value is
     non-negative where rounding shifts are used.
@@ -221,6 +226,9 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return Failure(f"{op.name}: needs a static int16 input and output")
     if out_type.zero_point != 0 or x_type.zero_point != 0:
         return Failure(f"{op.name}: int16 zero points must be 0")
+    if shape[-1] * 32767 > INT32_MAX:
+        return Failure(f"{op.name}: rows of {shape[-1]} int16 exponentials can overflow "
+                       f"TFLite's int32 sum")
     beta = np.float32(op.attrs.get("beta", 1.0))
     diff_scale = float(np.float32(x_type.scale) * beta) / (_EXP_LUT_RANGE / _INT16_RANGE)
     exp_table, reciprocal_table = softmax_int16_tables()
@@ -231,8 +239,16 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
     row_max = build.op(rw, "tosa.reduce_max", [x], TensorType(row_shape, i32), axis=axis,
                        nan_mode="PROPAGATE")
     diff = _binary(rw, "tosa.sub", x, row_max)
-    scaled = rescale(rw, diff, diff_scale, i32, input_zp=0, output_zp=0,
-                     rounding=rounding_mode(op.name))
+    multiplier, exponent = tflite_quantize_multiplier(diff_scale)
+    if exponent > 0 and _LARGEST_DIFF >= 1 << max(30 - exponent, 0):
+        # Past RESCALE's input range for shift 31 - exponent: TFLite computes
+        # diff * 2^exponent in int32 (wrapping), then the doubling high multiply.
+        shifted = left_shifted_as_tflite(rw, diff, exponent)
+        scaled = rescale_by_multiplier(rw, shifted, [multiplier], [31], i32, input_zp=0,
+                                       output_zp=0, rounding=rounding_mode(op.name))
+    else:
+        scaled = rescale(rw, diff, diff_scale, i32, input_zp=0, output_zp=0,
+                         rounding=rounding_mode(op.name))
     # + 32767 and saturation to int16 (a unit RESCALE to i16 saturates).
     symmetric = rescale(rw, _binary(rw, "tosa.add", scaled, _const(rw, 32767, rank)), 1.0,
                         i16, input_zp=0, output_zp=0, rounding=SINGLE_ROUND)
@@ -243,9 +259,12 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
                          _binary(rw, "tosa.sub", clz, _const(rw, 1, rank)))
     shifted_sum = _binary(rw, "tosa.arithmetic_right_shift", normalized, _const(rw, 14, rank),
                           round=True)
-    # (sum - 1) recentred from [0, 65535] to int16: minus 2^15 + 2^16; always in range.
-    centred = build.cast(rw, _binary(rw, "tosa.sub", shifted_sum,
-                                     _const(rw, (1 << 15) + (1 << 16), rank)), i16)
+    # (sum - 1) recentred from [0, 65535] to int16: minus 2^15 + 2^16. A sum just
+    # below a power of two (2^18 - 1) rounds up to 2^17 here, recentred 32768,
+    # which TFLite saturates to 32767 (CAST would wrap it to -32768).
+    recentred = _binary(rw, "tosa.sub", shifted_sum, _const(rw, (1 << 15) + (1 << 16), rank))
+    centred = build.cast(rw, _binary(rw, "tosa.minimum", recentred, _const(rw, 32767, rank),
+                                     nan_mode="PROPAGATE"), i16)
     reciprocal = _lut_lookup(rw, centred, reciprocal_table)
     product = build.mul(rw, exps, reciprocal, result_type=TensorType(shape, i32))
     right_shift = _binary(rw, "tosa.sub", _const(rw, 31, rank), clz)
