@@ -403,6 +403,17 @@ def _ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.max(np.where(both_nan, 0, np.abs(ordered(a) - ordered(b)))))
 
 
+def float_difference(theirs: np.ndarray, ours: np.ndarray) -> np.ndarray:
+    """|ours - theirs| in float64: 0 where both are equal (equal infinities included)
+    or both NaN, infinite where only one is NaN."""
+    theirs = theirs.astype(np.float64)
+    ours = ours.astype(np.float64)
+    same = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(ours - theirs)
+    return np.where(same, 0.0, np.nan_to_num(diff, nan=np.inf))
+
+
 def compare(name: str, expected: np.ndarray, actual: np.ndarray, *, lsb_tolerance: int,
             float_bounds: tuple[float, float], family: str) -> OutputComparison:
     expected = np.asarray(expected)
@@ -414,8 +425,7 @@ def compare(name: str, expected: np.ndarray, actual: np.ndarray, *, lsb_toleranc
     if np.issubdtype(expected.dtype, np.floating):
         a = actual.astype(expected.dtype)
         same = (a == expected) | (np.isnan(a) & np.isnan(expected))
-        diff = np.abs(a.astype(np.float64) - expected.astype(np.float64))
-        diff = np.where(same, 0.0, diff)
+        diff = float_difference(expected, a)
         rel = diff / np.maximum(np.abs(expected.astype(np.float64)), 1e-30)
         atol, rtol = float_bounds
         if rtol > 0:
@@ -731,14 +741,11 @@ def anchored_run(compiled: Any, feeds: list[np.ndarray], interp: Any,
                 return ours
             if theirs.shape != ours.shape or theirs.dtype != ours.dtype:
                 return ours
-            same = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(ours.astype(np.float64) - theirs.astype(np.float64))
-            if not np.all(same | (diff <= atol + rtol * np.abs(theirs))):
-                error = float(np.nan_to_num(np.where(same, 0.0, diff).max(), nan=np.inf))
-                run.refused[name] = (family, error)
+            diff = float_difference(theirs, ours)
+            if not np.all((diff == 0) | (diff <= atol + rtol * np.abs(theirs))):
+                run.refused[name] = (family, float(diff.max()))
                 return ours
-            if np.all(same):
+            if not diff.any():
                 return ours
             run.anchored.add(name)
             run.max_ulp = max(run.max_ulp, _ulps_of_largest(diff, theirs))
@@ -859,14 +866,8 @@ def _keep_details(details: ValidationDetails, interp: Any, module: Any,
                   ours: dict[str, np.ndarray], out_details: list[dict[str, Any]],
                   expected: list[np.ndarray]) -> None:
     def difference(theirs: np.ndarray, mine: np.ndarray) -> np.ndarray:
-        mine = as_tflite_output(mine, theirs.dtype).astype(np.float64)
-        theirs = theirs.astype(np.float64)
-        # Equal infinities (an attention mask's -inf) and NaN on both sides agree;
-        # NaN on one side only is as far as can be.
-        same = (mine == theirs) | (np.isnan(mine) & np.isnan(theirs))
-        with np.errstate(invalid="ignore"):
-            diff = np.abs(mine - theirs)
-        return np.where(same, 0.0, np.nan_to_num(diff, nan=np.inf))
+        # Equal infinities (an attention mask's -inf) agree.
+        return float_difference(theirs, as_tflite_output(mine, theirs.dtype))
 
     for name, theirs, mine in _paired_tensors(interp, module, ours):
         if theirs.size == 0:
