@@ -20,6 +20,7 @@ import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir import types as t
+from tfl2tosa.tflite_import.flat import U8, Table
 from tfl2tosa.tflite_import.source import int_vector, reading, text
 
 
@@ -153,11 +154,11 @@ def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> An
     return tuple(array.tolist())
 
 
-def options_attrs(table: Any, options_class: type, what: str) -> dict[str, Any]:
-    """The fields of one options table as attributes."""
+def options_attrs(buf: Any, position: int, options_class: type, what: str) -> dict[str, Any]:
+    """The fields of one options table (at `position` of `buf`) as attributes."""
     options = options_class()
     with reading(f"{what} {options_class.__name__}"):
-        options.Init(table.Bytes, table.Pos)
+        options.Init(buf, position)
     attrs: dict[str, Any] = {}
     for field, kind, accessor in _option_fields(options_class):
         field_what = f"{what} {options_class.__name__}.{field}"
@@ -177,14 +178,17 @@ def options_attrs(table: Any, options_class: type, what: str) -> dict[str, Any]:
     return attrs
 
 
-def builtin_options(op: Any, what: str) -> dict[str, Any]:
+# Operator table slots: (builtin_options_type, builtin_options) and the same for
+# builtin_options_2 (fields 3, 4, 11 and 12 of schema.fbs's Operator).
+_OPTIONS_SLOTS = ((10, 12, _OPTIONS_NAMES), (26, 28, _OPTIONS2_NAMES))
+
+
+def builtin_options(op: Table, what: str) -> dict[str, Any]:
     """Attributes from `builtin_options` and `builtin_options_2` of an operator."""
     attrs: dict[str, Any] = {}
-    for type_accessor, table_accessor, names in (
-            ("BuiltinOptionsType", "BuiltinOptions", _OPTIONS_NAMES),
-            ("BuiltinOptions2Type", "BuiltinOptions2", _OPTIONS2_NAMES)):
+    for type_slot, table_slot, names in _OPTIONS_SLOTS:
         with reading(f"{what} options"):
-            code = getattr(op, type_accessor)()
+            code = op.scalar(type_slot, U8)
             if code == 0:
                 continue
             name = names.get(code)
@@ -192,9 +196,8 @@ def builtin_options(op: Any, what: str) -> dict[str, Any]:
             if options_class is None:
                 # A union member newer than the `tflite` package: nothing we can decode.
                 continue
-            table = getattr(op, table_accessor)()
-            if table is None:
+            position = op.union_position(table_slot)
+            if position is None:
                 continue
-        attrs.update(options_attrs(table, options_class, what))
+        attrs.update(options_attrs(op.buf, position, options_class, what))
     return attrs
-

@@ -266,9 +266,8 @@ def _option_defaults(table_name: str) -> tuple[tuple[str, Any], ...]:
     builder.StartObject(0)
     builder.Finish(builder.EndObject())
     data = bytes(builder.Output())
-    table = flatbuffers.table.Table(data, flatbuffers.encode.Get(
-        flatbuffers.packer.uoffset, data, 0))
-    return tuple(schema.options_attrs(table, options_class, table_name).items())
+    root = flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0)
+    return tuple(schema.options_attrs(data, root, options_class, table_name).items())
 
 
 @lru_cache(maxsize=None)
