@@ -114,21 +114,22 @@ def hoist_verbose(args: list[str]) -> list[str]:
 
 
 def main() -> None:
-    # What exists now (modules, classes, functions) lives until exit: moved out
-    # of the collected generations, it is not rescanned by every full cyclic-GC
-    # pass the command's own allocations trigger.
-    gc.freeze()
     from tfl2tosa.cli.fast import fast_command
 
     args = hoist_verbose(sys.argv[1:])
     verbose = args[:1] == ["--verbose"]
-    command = fast_command(args)
     try:
+        command = fast_command(args)
+        # gc.freeze(): what exists when the command starts (modules, classes,
+        # functions) lives until exit; moved out of the collected generations, it is
+        # not rescanned by every full cyclic-GC pass the command's allocations trigger.
         if command is not None:
+            gc.freeze()
             _run_without_typer(command)
         else:
             from tfl2tosa.cli import typer_app
 
+            gc.freeze()
             typer_app.run(args)
     except CommandFailed as exc:
         echo(f"error: {exc}", err=True)
