@@ -18,8 +18,8 @@ import os
 import sys
 from typing import Any
 
-# numpy's OpenBLAS starts a thread per core when numpy loads, about 40 ms of CPU
-# on two cores: worth it for the reference model's matrix products, pure start-up
+# numpy's OpenBLAS starts a thread per core when numpy loads, which costs CPU time
+# while they spin: worth it for the reference model's matrix products, pure start-up
 # cost for commands that multiply no matrices. Those ask for one thread (unless
 # the user chose a count).
 _COMMANDS_WITHOUT_BLAS = frozenset({"convert", "inspect", "tosa-info"})

@@ -51,7 +51,7 @@ def _explain(exc: Exception) -> str:
 
 
 class _Reading:
-    """The context `reading` returns (a class: the importer enters about ten per
+    """The context `reading` returns (a class: the importer enters several per
     tensor, and a generator-based context manager costs several times more)."""
 
     __slots__ = ("what",)

@@ -40,7 +40,7 @@ _INDEX_VECTORS = {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
 
 class TensorInfo:
     """What the importer needs to know about one TFLite tensor (a plain class:
-    a dataclass costs ~0.4 ms to create at import)."""
+    a dataclass costs far more to create at import)."""
 
     __slots__ = (
         "blockwise",
