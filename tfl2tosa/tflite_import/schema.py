@@ -59,31 +59,36 @@ ELEMENT_TYPES: dict[int, t.ScalarType] = {
     tflite.TensorType.BFLOAT16: t.bf16,
 }
 
-# Enum-typed option fields (schema.fbs), by snake_case field name.
-_ENUM_FIELDS: dict[str, type] = {
-    "fused_activation_function": tflite.ActivationFunctionType,
-    "padding": tflite.Padding,  # scalar only: StableHLO's `padding` is a [long]
-    "quantized_bias_type": tflite.TensorType,
-    "in_data_type": tflite.TensorType,
-    "out_data_type": tflite.TensorType,
-    "output_type": tflite.TensorType,
-    "out_type": tflite.TensorType,
-    "idx_out_type": tflite.TensorType,
-    "key_dtype": tflite.TensorType,
-    "value_dtype": tflite.TensorType,
-    "type": tflite.LSHProjectionType,
-    "weights_format": tflite.FullyConnectedOptionsWeightsFormat,
-    "kernel_type": tflite.LSTMKernelType,
-    "combiner": tflite.CombinerType,
-    "mode": tflite.MirrorPadMode,
-    "reduce_function": tflite.ReduceWindowFunction,
-    "comparison_direction": tflite.StablehloComparisonDirection,
-    "compare_type": tflite.StablehloComparisonType,
-    "algorithm": tflite.RngAlgorithm,
-    "precision_config": tflite.StablehloPrecisionConfig,
-    "composite_attributes_format": tflite.CustomOptionsFormat,
+# Enum-typed option fields (schema.fbs), by snake_case field name: the enum's
+# name in the `tflite` package, whose module loads when a model first uses the field.
+_ENUM_FIELDS: dict[str, str] = {
+    "fused_activation_function": "ActivationFunctionType",
+    "padding": "Padding",  # scalar only: StableHLO's `padding` is a [long]
+    "quantized_bias_type": "TensorType",
+    "in_data_type": "TensorType",
+    "out_data_type": "TensorType",
+    "output_type": "TensorType",
+    "out_type": "TensorType",
+    "idx_out_type": "TensorType",
+    "key_dtype": "TensorType",
+    "value_dtype": "TensorType",
+    "type": "LSHProjectionType",
+    "weights_format": "FullyConnectedOptionsWeightsFormat",
+    "kernel_type": "LSTMKernelType",
+    "combiner": "CombinerType",
+    "mode": "MirrorPadMode",
+    "reduce_function": "ReduceWindowFunction",
+    "comparison_direction": "StablehloComparisonDirection",
+    "compare_type": "StablehloComparisonType",
+    "algorithm": "RngAlgorithm",
+    "precision_config": "StablehloPrecisionConfig",
+    "composite_attributes_format": "CustomOptionsFormat",
 }
-_ENUM_VALUE_NAMES = {field: _enum_names(cls) for field, cls in _ENUM_FIELDS.items()}
+
+
+@lru_cache(maxsize=None)
+def _enum_value_names(field: str) -> dict[int, str]:
+    return _enum_names(getattr(tflite, _ENUM_FIELDS[field]))
 
 # `<x>_subgraph_index` fields also get an attribute `<x>` naming the graph;
 # these take MLIR's TFLite-dialect names instead.
@@ -142,7 +147,7 @@ def _option_fields(options_class: type) -> tuple[tuple[str, str, Callable], ...]
 
 
 def _enum_text(field: str, value: int) -> str:
-    return _ENUM_VALUE_NAMES[field].get(int(value), f"UNKNOWN_{int(value)}")
+    return _enum_value_names(field).get(int(value), f"UNKNOWN_{int(value)}")
 
 
 def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> Any:

@@ -6,6 +6,7 @@ the model's memory (the mmap of the file, or the bytes given to `load`).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,15 @@ MAX_ELEMENTS = 1 << 36
 _FLOAT32 = np.dtype("<f4")  # QuantizationParameters.scale
 _INT64 = np.dtype("<i8")    # QuantizationParameters.zero_point
 
-_DIMENSION_TYPES = {tflite.DimensionType.DENSE: "DENSE",
-                    tflite.DimensionType.SPARSE_CSR: "SPARSE_CSR"}
-_INDEX_VECTORS = {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
-                  tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
-                  tflite.SparseIndexVector.Uint8Vector: tflite.Uint8Vector}
+
+
+@lru_cache(maxsize=None)
+def _sparsity_enums() -> tuple[dict[int, str], dict[int, type]]:
+    """DimensionType names and SparseIndexVector classes (loaded for sparse models only)."""
+    return ({tflite.DimensionType.DENSE: "DENSE", tflite.DimensionType.SPARSE_CSR: "SPARSE_CSR"},
+            {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
+             tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
+             tflite.SparseIndexVector.Uint8Vector: tflite.Uint8Vector})
 
 
 class TensorInfo:
@@ -236,7 +241,7 @@ def read_sparsity(params: Any, what: str, file_size: int) -> dict[str, Any]:
         with reading(f"{what} dimension {i}"):
             dim = params.DimMetadata(i)
             fmt = dim.Format()
-            entry = {"format": _DIMENSION_TYPES.get(fmt, f"UNKNOWN_{fmt}"),
+            entry = {"format": _sparsity_enums()[0].get(fmt, f"UNKNOWN_{fmt}"),
                      "dense_size": int(dim.DenseSize()),
                      "array_segments": _index_vector(dim.ArraySegmentsType(),
                                                      dim.ArraySegments(), what),
@@ -247,7 +252,7 @@ def read_sparsity(params: Any, what: str, file_size: int) -> dict[str, Any]:
 
 
 def _index_vector(kind: int, table: Any, what: str) -> np.ndarray | None:
-    vector_class = _INDEX_VECTORS.get(kind)
+    vector_class = _sparsity_enums()[1].get(kind)
     if vector_class is None or table is None:
         return None
     vector = vector_class()
