@@ -6,6 +6,9 @@ change them).
 - `convert` loads no TFLite runtime (tensorflow, ai_edge_litert), no rich (it
   prints nothing), and from `legalize` only the pattern families the model's
   ops need.
+- A plain `convert` or `run` command line loads no typer (the fast path,
+  tfl2tosa/cli/fast.py), and `convert` none of the `tflite` package's generated
+  table classes the importer reads with its own reader (tflite_import/flat.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +62,10 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
     model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
     modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
     assert (tmp_path / "m.tosa").stat().st_size > 0
-    for heavy in ("tensorflow", "ai_edge_litert", "tflite_runtime", "rich"):
+    for heavy in ("tensorflow", "ai_edge_litert", "tflite_runtime", "rich", "typer", "click"):
         assert heavy not in modules["top"]
+    for table in ("Tensor", "Operator", "SubGraph", "Buffer", "QuantizationParameters"):
+        assert f"tflite.{table}" not in modules["all"]
     patterns = {m for m in modules["all"] if m.startswith("legalize.")}
     # A conv/add/mean/softmax model: no recurrent, detection, control-flow or
     # complex-number families.
@@ -67,3 +73,25 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
                    "legalize.complex", "legalize.mediapipe", "legalize.integer.lstm"):
         assert family not in patterns
     assert "legalize.integer.conv" in patterns
+
+
+def test_run_loads_no_typer(tmp_path):
+    model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
+    tosa = tmp_path / "m.tosa"
+    loaded_modules("convert", str(model), "-o", str(tosa))
+    from tfl2tosa.ir.types import numpy_dtype, storage_type
+    from tfl2tosa.tosa.reader import read_tosa
+
+    (x,) = read_tosa(str(tosa)).main.inputs
+    np.save(tmp_path / "x.npy", np.zeros(x.type.shape, numpy_dtype(storage_type(x.type.element))))
+    modules = loaded_modules("run", str(tosa), "-i", str(tmp_path / "x.npy"),
+                             "-o", str(tmp_path / "out"))
+    assert list((tmp_path / "out").glob("*.npy"))
+    for heavy in ("typer", "click", "tensorflow", "ai_edge_litert"):
+        assert heavy not in modules["top"]
+
+
+def test_a_usage_error_still_goes_to_typer(tmp_path):
+    model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
+    modules = loaded_modules("convert", str(model), "--no-such-option")
+    assert "typer" in modules["top"]

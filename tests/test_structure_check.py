@@ -103,6 +103,15 @@ def while_loop(b: TfliteBuilder, body: int) -> None:
         b.io([a], [r], graph=g)
 
 
+def per_channel_relu(b: TfliteBuilder, scales=(0.5, 0.25, 0.5, 0.125),
+                     zero_points=(0, 1, -1, 0)) -> None:
+    """Per-channel parameters on the input: checked element by element."""
+    x = b.tensor([1, 4], "INT8", "x", scale=list(scales), zero_point=list(zero_points), axis=1)
+    y = b.tensor([1, 4], "INT8", "y", scale=[0.5], zero_point=[0])
+    b.op("RELU", [x], [y])
+    b.io([x], [y])
+
+
 # (id, builder of the broken model, builder of its well-formed twin or None, message)
 CASES: list[tuple[str, Callable, Callable | None, str]] = [
     ("too_few_operands", lambda b: unary(b, "ADD", options=b.options("AddOptions")),
@@ -129,6 +138,11 @@ CASES: list[tuple[str, Callable, Callable | None, str]] = [
      lambda b: fully_connected(b), "do not fit weights [3, 5]"),
     ("scale_subnormal", lambda b: quantized_relu(b, scale=1e-45),
      lambda b: quantized_relu(b), "quantization scale"),
+    ("per_channel_scale_subnormal",
+     lambda b: per_channel_relu(b, scales=(0.5, 0.25, 1e-45, 0.125)),
+     lambda b: per_channel_relu(b), "quantization scale 1.401298464324817e-45 is outside"),
+    ("per_channel_zero_point", lambda b: per_channel_relu(b, zero_points=(0, -129, 0, 0)),
+     lambda b: per_channel_relu(b), "zero point -129 is outside the range of i8"),
     ("zero_point_out_of_storage", lambda b: quantized_relu(b, zero_point=300),
      lambda b: quantized_relu(b, zero_point=3), "zero point 300 is outside the range of i8"),
     ("mean_of_empty_dimension", lambda b: mean(b, shape=(2, 0)), lambda b: mean(b),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from tfl2tosa.cli import HYBRID_HELP, app, fail
+from tfl2tosa.cli.typer_app import HYBRID_HELP, app, fail
 
 report_app = typer.Typer(help="Work with batch reports.", no_args_is_help=True)
 app.add_typer(report_app, name="report")

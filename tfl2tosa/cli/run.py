@@ -2,62 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from tfl2tosa.cli import app, fail, read_npy
-
-if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
-    import numpy as np
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def safe_filename(name: str, index: int, taken: set[str]) -> str:
-    """A file name for output `name`: every character outside [A-Za-z0-9._-] becomes `_`,
-    a leading dot becomes `_`, an empty name becomes `output_<index>`, and a name already
-    taken (case-insensitively) gets `_2`, `_3`, ... appended."""
-    base = _UNSAFE.sub("_", name)
-    if base.startswith("."):
-        base = "_" + base[1:]
-    base = base or f"output_{index}"
-    candidate, n = base, 1
-    while candidate.lower() in taken:
-        n += 1
-        candidate = f"{base}_{n}"
-    taken.add(candidate.lower())
-    return candidate + ".npy"
-
-
-def _load(path: str) -> np.ndarray:
-    return read_npy(path, "--input")
-
-
-def bind_inputs(specs: list[str], input_names: list[str]) -> dict[str, np.ndarray]:
-    """`NAME=file.npy` binds by name; plain `file.npy` entries fill the remaining inputs
-    in graph order."""
-    named: dict[str, np.ndarray] = {}
-    positional: list[str] = []
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if sep and name in input_names:
-            if name in named:
-                raise fail(f"input {name!r} is given twice")
-            named[name] = _load(path)
-        elif sep and not Path(spec).exists():
-            raise fail(f"{name!r} is not an input of the graph; inputs are {input_names}")
-        else:
-            positional.append(spec)
-    remaining = [n for n in input_names if n not in named]
-    if len(positional) > len(remaining):
-        raise fail(f"{len(positional)} positional input(s) for {len(remaining)} unbound "
-                   f"graph input(s) {remaining}")
-    named.update({name: _load(path) for name, path in zip(remaining, positional)})
-    return named
+from tfl2tosa.cli.run_work import run_model, safe_filename  # noqa: F401  (tests use it)
+from tfl2tosa.cli.typer_app import app
 
 
 @app.command("run", help="Run FILE on the numpy TOSA reference model and save each output "
@@ -81,36 +31,4 @@ def run_command(
                                  help="Print a JSON summary: outputs (name, file, shape, "
                                       "dtype) and the run time."),
 ) -> None:
-    import numpy as np
-
-    import reference_model
-    from tfl2tosa.tosa.reader import read_tosa
-
-    if out is not None and out_alias is not None and out != out_alias:
-        raise fail("give the output directory once: -o/--output (--out is its old spelling)", 2)
-    out = out or out_alias or Path(".")
-    module = read_tosa(file)
-    bound = bind_inputs(inputs, [v.name for v in module.main.inputs])
-    start = time.perf_counter()
-    outputs = reference_model.run(module, bound)
-    elapsed = time.perf_counter() - start
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise fail(f"cannot create {out}: {exc}") from None
-    taken: set[str] = set()
-    summary = []
-    for index, (name, array) in enumerate(outputs.items()):
-        path = out / safe_filename(name, index, taken)
-        np.save(path, array)
-        summary.append({"name": name, "file": str(path), "shape": list(array.shape),
-                        "dtype": str(array.dtype)})
-    if as_json:
-        import json
-
-        typer.echo(json.dumps({"model": file, "outputs": summary,
-                               "time_s": round(elapsed, 6)}, indent=2))
-    else:
-        for entry in summary:
-            typer.echo(f"{entry['name']}: {entry['dtype']}{entry['shape']} -> {entry['file']}")
-        typer.echo(f"ran in {elapsed * 1000:.1f} ms")
+    run_model(file, inputs, out, out_alias, as_json)

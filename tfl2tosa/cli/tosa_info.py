@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tfl2tosa.cli import app, default_elide
+from tfl2tosa.cli.typer_app import app, default_elide
 from tfl2tosa.cli.summary import graph_entries, op_counts, print_op_table
 
 if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tfl2tosa.cli import HYBRID_HELP, app
+from tfl2tosa.cli.typer_app import HYBRID_HELP, app
 from tfl2tosa.errors import UsageError
 
 if TYPE_CHECKING:  # imported when the command runs: every command's start-up pays for these

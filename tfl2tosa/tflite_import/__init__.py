@@ -71,9 +71,9 @@ from tfl2tosa.ir.core import Module
 class _LazyTflitePackage(types.ModuleType):
     """The `tflite` package, loading each generated module on first use.
 
-    The package's `__init__` imports all of its ~190 generated modules (one per
-    schema table or enum), about 30 ms at every start of the command line; a
-    model needs a dozen. Every public name `X` of the package is the class `X`
+    The package's `__init__` imports every one of its generated modules (one per
+    schema table or enum) at every start of the command line, and a model needs
+    a few of them. Every public name `X` of the package is the class `X`
     of module `tflite.X`, so `tflite.X` imports just that module. Any other
     name (the builder functions `XStart`, `XAddY`, ...) runs the package's real
     `__init__` into this module once, so code that uses the whole package still

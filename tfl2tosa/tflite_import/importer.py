@@ -13,15 +13,25 @@ from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import NoneType, TensorType, Type
 from tfl2tosa.tflite_import.schema import (CUSTOM_CODE, SUBGRAPH_ATTR_NAMES, builtin_options,
                                            op_name_for_code)
-from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, int_vector,
+from tfl2tosa.tflite_import import flat
+from tfl2tosa.tflite_import.flat import U32, U64, Table
+from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, checked_tables,
                                            operator_code, reading, text)
 from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, blockwise_element,
                                             constant_array, empty_array, read_tensor)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
+# Vtable slots (4 + 2 * field number, schema.fbs order) of the tables read with `flat`.
+_SUBGRAPH_TENSORS, _SUBGRAPH_INPUTS, _SUBGRAPH_OUTPUTS, _SUBGRAPH_OPERATORS, _SUBGRAPH_NAME = \
+    4, 6, 8, 10, 12
+_OPERATOR_OPCODE_INDEX, _OPERATOR_INPUTS, _OPERATOR_OUTPUTS, _OPERATOR_CUSTOM_OPTIONS = 4, 6, 8, 14
+_OPERATOR_INTERMEDIATES = 20
+_OPERATOR_LARGE_CUSTOM_OPTIONS_OFFSET, _OPERATOR_LARGE_CUSTOM_OPTIONS_SIZE = 22, 24
+_BYTES = np.dtype(np.uint8)
 
-# Plain record classes: a dataclass costs ~0.4 ms to create at import, and
+
+# Plain record classes: a dataclass costs far more to create at import, and
 # every conversion imports the importer.
 
 
@@ -44,7 +54,7 @@ class OperatorRecord:
 
     __slots__ = ("index", "inputs", "opcode", "outputs", "table")
 
-    def __init__(self, index: int, table: Any, opcode: OpCode, inputs: list[int],
+    def __init__(self, index: int, table: Table, opcode: OpCode, inputs: list[int],
                  outputs: list[int]) -> None:
         self.index = index
         self.table = table
@@ -78,18 +88,20 @@ def import_model(buf: Buffer, origin: str, path: str | None) -> Module:
     with reading("the model root table"):
         model = tflite.Model.GetRootAs(buf, 0)
         version = model.Version()
+        root = flat.root(buf)
     if version != SCHEMA_VERSION:
         raise ModelError(f"{origin}: not a TFLite model or an unsupported schema version "
                          f"(version field is {version}, expected {SCHEMA_VERSION})")
     opcodes = _read_opcodes(model, file_size)
-    buffers = Buffers(model, buf, file_size)
-    subgraph_count = checked_length(model, "Subgraphs", 4, file_size, "subgraph table")
+    buffers = Buffers(root, buf, file_size)
+    # Model.subgraphs is the Model table's field 2.
+    start, subgraph_count = checked_tables(root, 8, file_size, "subgraph table")
     if subgraph_count == 0:
         raise ModelError(f"{origin}: the model has no subgraphs")
     subgraphs = []
     for i in range(subgraph_count):
         with reading(f"subgraph {i}"):
-            subgraphs.append(model.Subgraphs(i))
+            subgraphs.append(root.table_at(start, i))
     graph_names = _graph_names(subgraphs)
 
     module = Module()
@@ -128,12 +140,12 @@ def _read_opcodes(model: Any, file_size: int) -> list[OpCode]:
     return opcodes
 
 
-def _graph_names(subgraphs: list[Any]) -> list[str]:
+def _graph_names(subgraphs: list[Table]) -> list[str]:
     """`main` for subgraph 0; others their own name if unique and an identifier."""
     raw = []
     for i, subgraph in enumerate(subgraphs):
         with reading(f"subgraph {i} name"):
-            raw.append(text(subgraph.Name(), f"subgraph {i} name"))
+            raw.append(text(subgraph.string(_SUBGRAPH_NAME), f"subgraph {i} name"))
     counts: dict[str, int] = {}
     for name in raw[1:]:
         counts[name] = counts.get(name, 0) + 1
@@ -197,7 +209,7 @@ def _read_signatures(model: Any, graph_names: list[str], tensor_names: list[list
 class _SubgraphImporter:
     """Turns one TFLite subgraph into a Graph."""
 
-    def __init__(self, subgraph: Any, index: int, graph_names: list[str], opcodes: list[OpCode],
+    def __init__(self, subgraph: Table, index: int, graph_names: list[str], opcodes: list[OpCode],
                  buffers: Buffers) -> None:
         self.subgraph = subgraph
         self.index = index
@@ -221,7 +233,7 @@ class _SubgraphImporter:
         for record in records:
             self._emit(record, producer)
         outputs = []
-        for position, tensor in enumerate(self._index_list("Outputs", "outputs")):
+        for position, tensor in enumerate(self._index_list(_SUBGRAPH_OUTPUTS, "outputs")):
             outputs.append(self._operand(tensor, f"graph output {position}", None, producer))
         self.graph.set_outputs(outputs)
         self.graph.attrs["tensor_index"] = {
@@ -235,11 +247,11 @@ class _SubgraphImporter:
     # -- tensors and inputs ------------------------------------------------
 
     def _read_tensors(self) -> None:
-        count = checked_length(self.subgraph, "Tensors", 4, self.file_size,
-                               f"{self.where} tensor table")
+        start, count = checked_tables(self.subgraph, _SUBGRAPH_TENSORS, self.file_size,
+                                      f"{self.where} tensor table")
         for i in range(count):
             with reading(f"{self.where} tensor {i}"):
-                table = self.subgraph.Tensors(i)
+                table = self.subgraph.table_at(start, i)
             info = read_tensor(table, i, self.where, self.file_size)
             self.tensors.append(info)
             self.tensor_names.append(self.names.take(info.name or f"tensor{i}"))
@@ -271,8 +283,9 @@ class _SubgraphImporter:
         info.type = TensorType(info.type.shape,
                                blockwise_element(info, arrays[0], arrays[1], what))
 
-    def _index_list(self, field: str, what: str) -> list[int]:
-        return int_vector(self.subgraph, field, f"{self.where} {what}").tolist()
+    def _index_list(self, slot: int, what: str) -> list[int]:
+        with reading(f"{self.where} {what}"):
+            return self.subgraph.array(slot).tolist()
 
     def _check_index(self, tensor: int, what: str) -> None:
         if not 0 <= tensor < len(self.tensors):
@@ -280,7 +293,7 @@ class _SubgraphImporter:
                              f"but the subgraph has {len(self.tensors)} tensors")
 
     def _add_inputs(self) -> None:
-        for position, tensor in enumerate(self._index_list("Inputs", "inputs")):
+        for position, tensor in enumerate(self._index_list(_SUBGRAPH_INPUTS, "inputs")):
             self._check_index(tensor, f"input {position}")
             if self.values[tensor] is not None:
                 raise ModelError(f"corrupt model: {self.where} lists tensor {tensor} as a "
@@ -291,19 +304,21 @@ class _SubgraphImporter:
     # -- operators -----------------------------------------------------------
 
     def _read_operators(self) -> list[OperatorRecord]:
-        count = checked_length(self.subgraph, "Operators", 4, self.file_size,
-                               f"{self.where} operator list")
+        start, count = checked_tables(self.subgraph, _SUBGRAPH_OPERATORS, self.file_size,
+                                      f"{self.where} operator list")
         records = []
         for i in range(count):
             what = f"{self.where} op {i}"
             with reading(what):
-                table = self.subgraph.Operators(i)
-                opcode_index = table.OpcodeIndex()
+                table = self.subgraph.table_at(start, i)
+                opcode_index = table.scalar(_OPERATOR_OPCODE_INDEX, U32)
             if opcode_index >= len(self.opcodes):
                 raise ModelError(f"corrupt model: {what} uses operator code {opcode_index}, but "
                                  f"the model has {len(self.opcodes)}")
-            inputs = int_vector(table, "Inputs", f"{what} inputs").tolist()
-            outputs = int_vector(table, "Outputs", f"{what} outputs").tolist()
+            with reading(f"{what} inputs"):
+                inputs = table.array(_OPERATOR_INPUTS).tolist()
+            with reading(f"{what} outputs"):
+                outputs = table.array(_OPERATOR_OUTPUTS).tolist()
             records.append(OperatorRecord(i, table, self.opcodes[opcode_index], inputs, outputs))
         return records
 
@@ -361,7 +376,8 @@ class _SubgraphImporter:
             attrs["custom_options"] = self._custom_options(record.table, what)
         attrs.update(builtin_options(record.table, what))
         self._add_graph_references(attrs, what)
-        intermediates = int_vector(record.table, "Intermediates", f"{what} intermediates")
+        with reading(f"{what} intermediates"):
+            intermediates = record.table.array(_OPERATOR_INTERMEDIATES)
         if intermediates.size:
             types = []
             for tensor in intermediates.tolist():
@@ -370,17 +386,18 @@ class _SubgraphImporter:
             attrs["intermediates"] = types
         return attrs
 
-    def _custom_options(self, table: Any, what: str) -> bytes:
+    def _custom_options(self, table: Table, what: str) -> bytes:
         with reading(f"{what} custom options"):
-            offset = table.LargeCustomOptionsOffset()
-            size = table.LargeCustomOptionsSize()
+            offset = table.scalar(_OPERATOR_LARGE_CUSTOM_OPTIONS_OFFSET, U64)
+            size = table.scalar(_OPERATOR_LARGE_CUSTOM_OPTIONS_SIZE, U64)
         if offset > 1:
             # Over-2GB models keep custom options after the flatbuffer, like buffers.
             if offset + size > self.file_size:
                 raise ModelError(f"corrupt model: {what} custom options ({size} bytes at "
                                  f"{offset}) extend past the end of the file")
             return bytes(np.frombuffer(self.buffers.buf, np.uint8, size, offset))
-        return bytes(int_vector(table, "CustomOptions", f"{what} custom options"))
+        with reading(f"{what} custom options"):
+            return bytes(table.array(_OPERATOR_CUSTOM_OPTIONS, _BYTES))
 
     def _add_graph_references(self, attrs: dict[str, Any], what: str) -> None:
         """Name the graphs that `*_subgraph_index` fields (and CALL's `subgraph`) point to."""

@@ -20,6 +20,7 @@ import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir import types as t
+from tfl2tosa.tflite_import.flat import U8, Table
 from tfl2tosa.tflite_import.source import int_vector, reading, text
 
 
@@ -58,31 +59,36 @@ ELEMENT_TYPES: dict[int, t.ScalarType] = {
     tflite.TensorType.BFLOAT16: t.bf16,
 }
 
-# Enum-typed option fields (schema.fbs), by snake_case field name.
-_ENUM_FIELDS: dict[str, type] = {
-    "fused_activation_function": tflite.ActivationFunctionType,
-    "padding": tflite.Padding,  # scalar only: StableHLO's `padding` is a [long]
-    "quantized_bias_type": tflite.TensorType,
-    "in_data_type": tflite.TensorType,
-    "out_data_type": tflite.TensorType,
-    "output_type": tflite.TensorType,
-    "out_type": tflite.TensorType,
-    "idx_out_type": tflite.TensorType,
-    "key_dtype": tflite.TensorType,
-    "value_dtype": tflite.TensorType,
-    "type": tflite.LSHProjectionType,
-    "weights_format": tflite.FullyConnectedOptionsWeightsFormat,
-    "kernel_type": tflite.LSTMKernelType,
-    "combiner": tflite.CombinerType,
-    "mode": tflite.MirrorPadMode,
-    "reduce_function": tflite.ReduceWindowFunction,
-    "comparison_direction": tflite.StablehloComparisonDirection,
-    "compare_type": tflite.StablehloComparisonType,
-    "algorithm": tflite.RngAlgorithm,
-    "precision_config": tflite.StablehloPrecisionConfig,
-    "composite_attributes_format": tflite.CustomOptionsFormat,
+# Enum-typed option fields (schema.fbs), by snake_case field name: the enum's
+# name in the `tflite` package, whose module loads when a model first uses the field.
+_ENUM_FIELDS: dict[str, str] = {
+    "fused_activation_function": "ActivationFunctionType",
+    "padding": "Padding",  # scalar only: StableHLO's `padding` is a [long]
+    "quantized_bias_type": "TensorType",
+    "in_data_type": "TensorType",
+    "out_data_type": "TensorType",
+    "output_type": "TensorType",
+    "out_type": "TensorType",
+    "idx_out_type": "TensorType",
+    "key_dtype": "TensorType",
+    "value_dtype": "TensorType",
+    "type": "LSHProjectionType",
+    "weights_format": "FullyConnectedOptionsWeightsFormat",
+    "kernel_type": "LSTMKernelType",
+    "combiner": "CombinerType",
+    "mode": "MirrorPadMode",
+    "reduce_function": "ReduceWindowFunction",
+    "comparison_direction": "StablehloComparisonDirection",
+    "compare_type": "StablehloComparisonType",
+    "algorithm": "RngAlgorithm",
+    "precision_config": "StablehloPrecisionConfig",
+    "composite_attributes_format": "CustomOptionsFormat",
 }
-_ENUM_VALUE_NAMES = {field: _enum_names(cls) for field, cls in _ENUM_FIELDS.items()}
+
+
+@lru_cache(maxsize=None)
+def _enum_value_names(field: str) -> dict[int, str]:
+    return _enum_names(getattr(tflite, _ENUM_FIELDS[field]))
 
 # `<x>_subgraph_index` fields also get an attribute `<x>` naming the graph;
 # these take MLIR's TFLite-dialect names instead.
@@ -141,7 +147,7 @@ def _option_fields(options_class: type) -> tuple[tuple[str, str, Callable], ...]
 
 
 def _enum_text(field: str, value: int) -> str:
-    return _ENUM_VALUE_NAMES[field].get(int(value), f"UNKNOWN_{int(value)}")
+    return _enum_value_names(field).get(int(value), f"UNKNOWN_{int(value)}")
 
 
 def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> Any:
@@ -153,11 +159,11 @@ def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> An
     return tuple(array.tolist())
 
 
-def options_attrs(table: Any, options_class: type, what: str) -> dict[str, Any]:
-    """The fields of one options table as attributes."""
+def options_attrs(buf: Any, position: int, options_class: type, what: str) -> dict[str, Any]:
+    """The fields of one options table (at `position` of `buf`) as attributes."""
     options = options_class()
     with reading(f"{what} {options_class.__name__}"):
-        options.Init(table.Bytes, table.Pos)
+        options.Init(buf, position)
     attrs: dict[str, Any] = {}
     for field, kind, accessor in _option_fields(options_class):
         field_what = f"{what} {options_class.__name__}.{field}"
@@ -177,14 +183,17 @@ def options_attrs(table: Any, options_class: type, what: str) -> dict[str, Any]:
     return attrs
 
 
-def builtin_options(op: Any, what: str) -> dict[str, Any]:
+# Operator table slots: (builtin_options_type, builtin_options) and the same for
+# builtin_options_2 (fields 3, 4, 11 and 12 of schema.fbs's Operator).
+_OPTIONS_SLOTS = ((10, 12, _OPTIONS_NAMES), (26, 28, _OPTIONS2_NAMES))
+
+
+def builtin_options(op: Table, what: str) -> dict[str, Any]:
     """Attributes from `builtin_options` and `builtin_options_2` of an operator."""
     attrs: dict[str, Any] = {}
-    for type_accessor, table_accessor, names in (
-            ("BuiltinOptionsType", "BuiltinOptions", _OPTIONS_NAMES),
-            ("BuiltinOptions2Type", "BuiltinOptions2", _OPTIONS2_NAMES)):
+    for type_slot, table_slot, names in _OPTIONS_SLOTS:
         with reading(f"{what} options"):
-            code = getattr(op, type_accessor)()
+            code = op.scalar(type_slot, U8)
             if code == 0:
                 continue
             name = names.get(code)
@@ -192,9 +201,8 @@ def builtin_options(op: Any, what: str) -> dict[str, Any]:
             if options_class is None:
                 # A union member newer than the `tflite` package: nothing we can decode.
                 continue
-            table = getattr(op, table_accessor)()
-            if table is None:
+            position = op.union_position(table_slot)
+            if position is None:
                 continue
-        attrs.update(options_attrs(table, options_class, what))
+        attrs.update(options_attrs(op.buf, position, options_class, what))
     return attrs
-

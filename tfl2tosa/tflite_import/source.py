@@ -20,6 +20,7 @@ import numpy as np
 from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
+from tfl2tosa.tflite_import.flat import Table
 from tfl2tosa.versions import TFLITE_SCHEMA_VERSION
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
@@ -50,7 +51,7 @@ def _explain(exc: Exception) -> str:
 
 
 class _Reading:
-    """The context `reading` returns (a class: the importer enters about ten per
+    """The context `reading` returns (a class: the importer enters several per
     tensor, and a generator-based context manager costs several times more)."""
 
     __slots__ = ("what",)
@@ -138,6 +139,19 @@ def checked_length(table: Any, field: str, item_size: int, file_size: int, what:
     return length
 
 
+def checked_tables(table: Table, slot: int, file_size: int, what: str) -> tuple[int, int]:
+    """(start, length) of the vector of tables in `slot` of `table`, checked as
+    `checked_length` checks a generated table's vector of tables."""
+    with reading(what):
+        start, length = table.vector(slot)
+        if length * 4 > file_size:
+            raise ModelError(f"corrupt model: {what} claims {length} entries, more than a "
+                             f"{file_size}-byte file can hold")
+        if length:
+            table.table_offset(start, length - 1)
+    return start, length
+
+
 def int_vector(table: Any, field: str, what: str) -> np.ndarray:
     """A numeric vector field as a read-only numpy view (empty if absent)."""
     with reading(what):
@@ -154,19 +168,6 @@ def text(raw: bytes | None, what: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ModelError(f"corrupt model: {what} is not valid UTF-8") from None
-
-
-def vector_span(table: Any, slot: int) -> tuple[int, int]:
-    """(start, length) of the vector in vtable slot `slot` of `table`, or (0, 0).
-
-    Used for buffer data, where we want the byte position to build a typed
-    view ourselves instead of a uint8 array to reinterpret.
-    """
-    tab = table._tab
-    offset = tab.Offset(slot)
-    if offset == 0:
-        return 0, 0
-    return tab.Vector(offset), tab.VectorLen(offset)
 
 
 def operator_code(entry: Any) -> int:

@@ -266,9 +266,8 @@ def _option_defaults(table_name: str) -> tuple[tuple[str, Any], ...]:
     builder.StartObject(0)
     builder.Finish(builder.EndObject())
     data = bytes(builder.Output())
-    table = flatbuffers.table.Table(data, flatbuffers.encode.Get(
-        flatbuffers.packer.uoffset, data, 0))
-    return tuple(schema.options_attrs(table, options_class, table_name).items())
+    root = flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0)
+    return tuple(schema.options_attrs(data, root, options_class, table_name).items())
 
 
 @lru_cache(maxsize=None)
@@ -735,15 +734,27 @@ def _check_quantization(value: Value, what: str) -> None:
         scales, zero_points = element.scales, element.zero_points
     else:
         return
-    for scale in scales:
-        if not _MIN_SCALE <= scale <= _MAX_SCALE:
-            raise ModelError(f"{what}: quantization scale {scale} is outside "
-                             f"[{_MIN_SCALE}, {_MAX_SCALE}]")
+    if not _all_within(scales, _MIN_SCALE, _MAX_SCALE):
+        for scale in scales:
+            if not _MIN_SCALE <= scale <= _MAX_SCALE:
+                raise ModelError(f"{what}: quantization scale {scale} is outside "
+                                 f"[{_MIN_SCALE}, {_MAX_SCALE}]")
     low, high = element.storage.min_value, element.storage.max_value
-    for zero_point in zero_points:
-        if not low <= zero_point <= high:
-            raise ModelError(f"{what}: zero point {zero_point} is outside the range of "
-                             f"{element.storage} [{low}, {high}]")
+    if not _all_within(zero_points, low, high):
+        for zero_point in zero_points:
+            if not low <= zero_point <= high:
+                raise ModelError(f"{what}: zero point {zero_point} is outside the range of "
+                                 f"{element.storage} [{low}, {high}]")
+
+
+def _all_within(values: tuple[float, ...], low: float, high: float) -> bool:
+    """Every value in [low, high] and none NaN, in loops that run in C (per-channel
+    tensors have thousands of scales). With min and max in range no value is
+    infinite, so the sum is NaN exactly when a value is."""
+    if low <= min(values) and max(values) <= high:
+        total = sum(values)
+        return total == total
+    return False
 
 
 def _check_graph_recursion(module: Module) -> None:

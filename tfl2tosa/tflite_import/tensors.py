@@ -6,11 +6,11 @@ the model's memory (the mmap of the file, or the bytes given to `load`).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import tflite
-from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
 from tfl2tosa.ir import types as t
@@ -20,24 +20,32 @@ from tfl2tosa.ir.types import (
     UniformQuantizedBlockwise,
     UniformQuantizedPerAxis,
 )
+from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64, Table
 from tfl2tosa.tflite_import.schema import element_type
-from tfl2tosa.tflite_import.source import (Buffer, checked_length, int_vector, one_line, reading,
-                                           text, vector_span)
+from tfl2tosa.tflite_import.source import (Buffer, checked_length, checked_tables, int_vector,
+                                           one_line, reading, text)
 
 # No TFLite model has a tensor near this size (2**36 elements: 256 GiB of
 # float32); a larger shape is corruption and must not reach an allocator.
 MAX_ELEMENTS = 1 << 36
 
-_DIMENSION_TYPES = {tflite.DimensionType.DENSE: "DENSE",
-                    tflite.DimensionType.SPARSE_CSR: "SPARSE_CSR"}
-_INDEX_VECTORS = {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
-                  tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
-                  tflite.SparseIndexVector.Uint8Vector: tflite.Uint8Vector}
+_FLOAT32 = np.dtype("<f4")  # QuantizationParameters.scale
+_INT64 = np.dtype("<i8")    # QuantizationParameters.zero_point
+
+
+
+@lru_cache(maxsize=None)
+def _sparsity_enums() -> tuple[dict[int, str], dict[int, type]]:
+    """DimensionType names and SparseIndexVector classes (loaded for sparse models only)."""
+    return ({tflite.DimensionType.DENSE: "DENSE", tflite.DimensionType.SPARSE_CSR: "SPARSE_CSR"},
+            {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
+             tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
+             tflite.SparseIndexVector.Uint8Vector: tflite.Uint8Vector})
 
 
 class TensorInfo:
     """What the importer needs to know about one TFLite tensor (a plain class:
-    a dataclass costs ~0.4 ms to create at import)."""
+    a dataclass costs far more to create at import)."""
 
     __slots__ = (
         "blockwise",
@@ -82,45 +90,57 @@ class Blockwise:
 _BLOCKWISE_DETAILS = 2
 
 
-def read_tensor(tensor: Any, index: int, where: str, file_size: int) -> TensorInfo:
+def read_tensor(tensor: Table, index: int, where: str, file_size: int) -> TensorInfo:
+    """One Tensor table (schema.fbs: shape, type, buffer, name, quantization,
+    is_variable, sparsity, shape_signature are its fields 0-7)."""
     what = f"{where} tensor {index}"
     with reading(what):
-        name = text(tensor.Name(), f"{what} name")
+        name = text(tensor.string(10), f"{what} name")
         what = f"{where} tensor {index} {name!r}"
-        shape = _dims(int_vector(tensor, "Shape", f"{what} shape"), what)
-        signature = int_vector(tensor, "ShapeSignature", f"{what} shape signature")
-        scalar = element_type(tensor.Type(), what)
-        quantization = tensor.Quantization()
-        buffer = tensor.Buffer()
-        is_variable = tensor.IsVariable()
-        sparsity_table = tensor.Sparsity()
+    with reading(f"{what} shape"):
+        shape = _dims(tensor.array(4), what)
+    with reading(f"{what} shape signature"):
+        signature = tensor.array(18)
+    with reading(what):
+        scalar = element_type(tensor.scalar(6, I8), what)
+        quantization = tensor.table(12)
+        buffer = tensor.scalar(8, U32)
+        is_variable = tensor.scalar(14, BOOL, False)
+        sparsity_position = tensor.union_position(16)
     _check_size(shape, what)
     element = _quantized_element(quantization, scalar, shape, what) if quantization else scalar
     try:
         tensor_type = TensorType(shape, element)
     except IRError as exc:
         raise ModelError(f"corrupt model: {what}: {one_line(exc)}") from None
-    sparsity = read_sparsity(sparsity_table, what, file_size) if sparsity_table else None
+    sparsity = (read_sparsity(_generated(tflite.SparsityParameters, tensor.buf,
+                                         sparsity_position), what, file_size)
+                if sparsity_position else None)
     blockwise = _blockwise_details(quantization, what) if quantization else None
-    signature_dims = tuple(int(d) for d in signature.tolist())
+    signature_dims = tuple(signature.tolist())
     return TensorInfo(index, name, tensor_type, buffer, is_variable, sparsity,
                       signature_dims if signature_dims and signature_dims != shape else None,
                       blockwise)
 
 
-def _blockwise_details(params: Any, what: str) -> Blockwise | None:
+def _generated(table_class: type, buf: Buffer, position: int) -> Any:
+    """The `tflite` package's accessor object for the table at `position`."""
+    table = table_class()
+    table.Init(buf, position)
+    return table
+
+
+def _blockwise_details(params: Table, what: str) -> Blockwise | None:
     """The BlockwiseQuantization table's fields (scales: int, zero_points: int,
     block_size: int; absent ones hold the default 0), or None for other
     quantization details. A zero_points field that is absent or negative
     (AI Edge Quantizer writes -1) means no zero-point tensor."""
     with reading(f"{what} quantization details"):
-        if params.DetailsType() != _BLOCKWISE_DETAILS:
+        if params.scalar(12, U8) != _BLOCKWISE_DETAILS:
             return None
-        table = params.Details()
-        fields = []
-        for slot in (4, 6, 8):
-            offset = table.Offset(slot) if table is not None else 0
-            fields.append(table.Get(Int32Flags, table.Pos + offset) if offset else None)
+        table = params.table(14)
+        fields = [table.scalar(slot, I32, None) if table is not None else None
+                  for slot in (4, 6, 8)]
     scales, zero_points, block_size = fields
     scales = scales or 0
     if scales < 0 or not block_size or block_size < 1:
@@ -171,7 +191,7 @@ def _check_size(shape: tuple[int, ...], what: str) -> None:
                          f"{list(shape)}), more than any TFLite model holds")
 
 
-def _quantized_element(params: Any, scalar: t.ScalarType, shape: tuple[int, ...],
+def _quantized_element(params: Table, scalar: t.ScalarType, shape: tuple[int, ...],
                        what: str) -> t.ElementType:
     """The quantized element type of a tensor, or `scalar` if it is not quantized.
 
@@ -182,12 +202,14 @@ def _quantized_element(params: Any, scalar: t.ScalarType, shape: tuple[int, ...]
     storage bounds stay the full range of the storage type.
     """
     what = f"{what} quantization"
-    scales = int_vector(params, "Scale", f"{what} scales")
+    with reading(f"{what} scales"):
+        scales = params.array(8, _FLOAT32)
     if scales.size == 0 or not scalar.is_integer:
         return scalar
-    zero_points = int_vector(params, "ZeroPoint", f"{what} zero points")
+    with reading(f"{what} zero points"):
+        zero_points = params.array(10, _INT64)
     with reading(what):
-        axis = params.QuantizedDimension()
+        axis = params.scalar(16, I32)
     if zero_points.size == 0:
         # TFLite reads a missing zero point as 0.
         zero_points = np.zeros(scales.size, dtype=np.int64)
@@ -219,7 +241,7 @@ def read_sparsity(params: Any, what: str, file_size: int) -> dict[str, Any]:
         with reading(f"{what} dimension {i}"):
             dim = params.DimMetadata(i)
             fmt = dim.Format()
-            entry = {"format": _DIMENSION_TYPES.get(fmt, f"UNKNOWN_{fmt}"),
+            entry = {"format": _sparsity_enums()[0].get(fmt, f"UNKNOWN_{fmt}"),
                      "dense_size": int(dim.DenseSize()),
                      "array_segments": _index_vector(dim.ArraySegmentsType(),
                                                      dim.ArraySegments(), what),
@@ -230,7 +252,7 @@ def read_sparsity(params: Any, what: str, file_size: int) -> dict[str, Any]:
 
 
 def _index_vector(kind: int, table: Any, what: str) -> np.ndarray | None:
-    vector_class = _INDEX_VECTORS.get(kind)
+    vector_class = _sparsity_enums()[1].get(kind)
     if vector_class is None or table is None:
         return None
     vector = vector_class()
@@ -246,11 +268,12 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 class Buffers:
     """The model's buffer table: index -> (byte offset, byte length) in the file."""
 
-    def __init__(self, model: Any, buf: Buffer, file_size: int) -> None:
+    def __init__(self, model: Table, buf: Buffer, file_size: int) -> None:
         self.model = model
         self.buf = buf
         self.file_size = file_size
-        self.count = checked_length(model, "Buffers", 4, file_size, "buffer table")
+        # Model.buffers is the Model table's field 4.
+        self.start, self.count = checked_tables(model, 12, file_size, "buffer table")
         self._spans: dict[int, tuple[int, int]] = {}
 
     def span(self, index: int, what: str) -> tuple[int, int]:
@@ -260,14 +283,15 @@ class Buffers:
             raise ModelError(f"corrupt model: {what} refers to buffer {index}, but the model "
                              f"has {self.count} buffers")
         with reading(f"buffer {index}"):
-            buffer = self.model.Buffers(index)
-            external_offset = buffer.Offset()
+            # Buffer table: data [ubyte], offset ulong, size ulong.
+            buffer = self.model.table_at(self.start, index)
+            external_offset = buffer.scalar(6, U64)
             if external_offset > 1:
                 # Models over 2 GB keep data after the flatbuffer; `offset` is from
                 # the start of the file and only meaningful when > 1 (schema.fbs).
-                start, size = external_offset, buffer.Size()
+                start, size = external_offset, buffer.scalar(8, U64)
             else:
-                start, size = vector_span(buffer, 4)
+                start, size = buffer.vector(4)
         if start + size > self.file_size:
             raise ModelError(f"corrupt model: buffer {index} ({size} bytes at offset {start}) "
                              f"extends past the end of the {self.file_size}-byte file")

@@ -1,0 +1,97 @@
+"""The importer's own table reader (tfl2tosa/tflite_import/flat.py) reads what the
+`tflite` package's generated accessors read: every field it takes from every
+subgraph, tensor, operator and buffer of every zoo model, the generated code
+(flatbuffers' compiler output for schema.fbs) being the judge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tflite
+
+from conftest import zoo_models
+from tfl2tosa.tflite_import import flat
+from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64
+
+MODELS = zoo_models()
+
+
+def _vector(generated, field: str) -> list:
+    array = getattr(generated, field + "AsNumpy")()
+    return [] if isinstance(array, int) else array.tolist()
+
+
+def _same_table(ours: flat.Table | None, generated) -> None:
+    assert (ours is None) == (generated is None)
+
+
+def _check_tensor(ours: flat.Table, tensor: tflite.Tensor) -> None:
+    assert ours.string(10) == tensor.Name()
+    assert ours.array(4).tolist() == _vector(tensor, "Shape")
+    assert ours.array(18).tolist() == _vector(tensor, "ShapeSignature")
+    assert ours.scalar(6, I8) == tensor.Type()
+    assert ours.scalar(8, U32) == tensor.Buffer()
+    assert ours.scalar(14, BOOL, False) == tensor.IsVariable()
+    assert (ours.union_position(16) is None) == (tensor.Sparsity() is None)
+    quantization, params = ours.table(12), tensor.Quantization()
+    _same_table(quantization, params)
+    if params is not None:
+        assert quantization.array(8, np.dtype("<f4")).tolist() == _vector(params, "Scale")
+        assert quantization.array(10, np.dtype("<i8")).tolist() == _vector(params, "ZeroPoint")
+        assert quantization.scalar(16, I32) == params.QuantizedDimension()
+        assert quantization.scalar(12, U8) == params.DetailsType()
+
+
+def _check_operator(ours: flat.Table, operator: tflite.Operator) -> None:
+    assert ours.scalar(4, U32) == operator.OpcodeIndex()
+    assert ours.array(6).tolist() == _vector(operator, "Inputs")
+    assert ours.array(8).tolist() == _vector(operator, "Outputs")
+    assert ours.array(20).tolist() == _vector(operator, "Intermediates")
+    assert ours.array(14, np.dtype(np.uint8)).tolist() == _vector(operator, "CustomOptions")
+    assert ours.scalar(22, U64) == operator.LargeCustomOptionsOffset()
+    assert ours.scalar(24, U64) == operator.LargeCustomOptionsSize()
+    for type_slot, table_slot, kind, table in ((10, 12, "BuiltinOptionsType", "BuiltinOptions"),
+                                               (26, 28, "BuiltinOptions2Type",
+                                                "BuiltinOptions2")):
+        assert ours.scalar(type_slot, U8) == getattr(operator, kind)()
+        generated = getattr(operator, table)()
+        position = ours.union_position(table_slot)
+        assert position == (generated.Pos if generated is not None else None)
+
+
+@pytest.mark.skipif(not MODELS, reason="no zoo models (python models/generate.py)")
+@pytest.mark.parametrize("path", MODELS[::7], ids=lambda p: p.stem)
+def test_flat_reads_what_the_generated_accessors_read(path) -> None:
+    data = path.read_bytes()
+    model = tflite.Model.GetRootAs(data, 0)
+    root = flat.root(data)
+    start, count = root.vector(12)
+    assert count == model.BuffersLength()
+    for i in range(count):
+        buffer = model.Buffers(i)
+        ours = root.table_at(start, i)
+        assert ours.vector(4)[1] == buffer.DataLength()
+        assert ours.scalar(6, U64) == buffer.Offset()
+        assert ours.scalar(8, U64) == buffer.Size()
+    start, count = root.vector(8)
+    assert count == model.SubgraphsLength()
+    for i in range(count):
+        subgraph, ours = model.Subgraphs(i), root.table_at(start, i)
+        assert ours.string(12) == subgraph.Name()
+        assert ours.array(6).tolist() == _vector(subgraph, "Inputs")
+        assert ours.array(8).tolist() == _vector(subgraph, "Outputs")
+        tensors, length = ours.vector(4)
+        assert length == subgraph.TensorsLength()
+        for j in range(length):
+            _check_tensor(ours.table_at(tensors, j), subgraph.Tensors(j))
+        operators, length = ours.vector(10)
+        assert length == subgraph.OperatorsLength()
+        for j in range(length):
+            _check_operator(ours.table_at(operators, j), subgraph.Operators(j))
+
+
+def test_a_vtable_before_the_start_is_an_index_error() -> None:
+    # Root offset 4; the table's soffset (8) puts its vtable at -4.
+    data = (4).to_bytes(4, "little") + (8).to_bytes(4, "little", signed=True) + bytes(8)
+    with pytest.raises(IndexError):
+        flat.root(data)

@@ -1,0 +1,106 @@
+"""Reading flatbuffer tables field by field with `struct`, for the tables a model
+holds by the hundred (tensors, operators, buffers).
+
+The `tflite` package's generated accessors re-read a table's vtable and
+re-check every offset in several Python calls per field; on large models
+that was most of the import's time (README, design notes). A `Table` reads its vtable once and each field in one `unpack_from`. The rules
+are flatbuffers' own (a field absent from the vtable holds its default; a
+vector is a uint32 length followed by its items; a string is a vector of
+bytes), and any bad offset raises what `reading` turns into a ModelError:
+struct.error past the end, IndexError before the start. The few tables read
+once per model (the model root, operator codes, options, sparsity,
+signatures) keep the generated accessors.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+# Field kinds for `Table.scalar`, little-endian as flatbuffers stores them.
+BOOL = struct.Struct("<?")
+I8 = struct.Struct("<b")
+U8 = struct.Struct("<B")
+I32 = struct.Struct("<i")
+U32 = struct.Struct("<I")
+U64 = struct.Struct("<Q")
+_U16 = struct.Struct("<H")  # vtable entries
+
+# Slots are vtable byte offsets: field n of a table is slot 4 + 2n (schema order).
+INT32_VECTOR = np.dtype("<i4")
+_EMPTY_INT32 = np.zeros(0, dtype=np.int32)
+_EMPTY_INT32.flags.writeable = False
+
+
+class Table:
+    """One table of a flatbuffer: its position and its vtable, read once."""
+
+    __slots__ = ("buf", "pos", "vtable", "vtable_size")
+
+    def __init__(self, buf: Any, pos: int) -> None:
+        vtable = pos - I32.unpack_from(buf, pos)[0]
+        if vtable < 0:
+            raise IndexError(f"a vtable at offset {vtable} is before the start of the model")
+        self.buf = buf
+        self.pos = pos
+        self.vtable = vtable
+        self.vtable_size = _U16.unpack_from(buf, vtable)[0]
+
+    def field(self, slot: int) -> int:
+        """The absolute position of field `slot`, 0 if absent."""
+        if slot >= self.vtable_size:
+            return 0
+        offset = _U16.unpack_from(self.buf, self.vtable + slot)[0]
+        return self.pos + offset if offset else 0
+
+    def scalar(self, slot: int, kind: struct.Struct, default: Any = 0) -> Any:
+        at = self.field(slot)
+        return kind.unpack_from(self.buf, at)[0] if at else default
+
+    def table(self, slot: int) -> Table | None:
+        at = self.field(slot)
+        return Table(self.buf, at + U32.unpack_from(self.buf, at)[0]) if at else None
+
+    def union_position(self, slot: int) -> int | None:
+        """Where the table of a union field starts (its type is a separate field)."""
+        at = self.field(slot)
+        return at + U32.unpack_from(self.buf, at)[0] if at else None
+
+    def vector(self, slot: int) -> tuple[int, int]:
+        """(position of the first item, item count) of a vector field, (0, 0) if absent."""
+        at = self.field(slot)
+        if not at:
+            return 0, 0
+        start = at + U32.unpack_from(self.buf, at)[0]
+        return start + 4, U32.unpack_from(self.buf, start)[0]
+
+    def array(self, slot: int, dtype: np.dtype = INT32_VECTOR) -> np.ndarray:
+        """A numeric vector field as a numpy view into the model (empty int32 if absent)."""
+        start, length = self.vector(slot)
+        if not start:
+            return _EMPTY_INT32
+        return np.frombuffer(self.buf, dtype=dtype, count=length, offset=start)
+
+    def string(self, slot: int) -> bytes | None:
+        at = self.field(slot)
+        if not at:
+            return None
+        start = at + U32.unpack_from(self.buf, at)[0]
+        length = U32.unpack_from(self.buf, start)[0]
+        return bytes(self.buf[start + 4:start + 4 + length])
+
+    def table_offset(self, vector_start: int, index: int) -> int:
+        """Where item `index` of a vector of tables starting at `vector_start` begins."""
+        at = vector_start + 4 * index
+        return at + U32.unpack_from(self.buf, at)[0]
+
+    def table_at(self, vector_start: int, index: int) -> Table:
+        """Item `index` of a vector of tables starting at `vector_start`."""
+        return Table(self.buf, self.table_offset(vector_start, index))
+
+
+def root(buf: Any) -> Table:
+    """The root table of a flatbuffer."""
+    return Table(buf, U32.unpack_from(buf, 0)[0])
