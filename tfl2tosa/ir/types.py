@@ -369,7 +369,10 @@ class TensorType(_Frozen):
             shape = tuple(map(int, shape))
             if shape and min(shape) < DYNAMIC:
                 raise IRError(f"invalid tensor shape {shape}")
-        self._set(shape, element)
+        state = self.__dict__  # _set, written out: the type made most often
+        state["shape"] = shape
+        state["element"] = element
+        state["_k"] = (shape, element)
         if element.__class__ is ScalarType or shape is None:
             return
         # MLIR's per-axis integrity rules; an unranked tensor is allowed (its
@@ -449,12 +452,15 @@ _NUMPY_DTYPES: dict[str, str] = {
 }
 
 
+_NUMPY_DTYPE_OBJECTS = {name: np.dtype(dtype) for name, dtype in _NUMPY_DTYPES.items()}
+
+
 def numpy_dtype(element: ElementType) -> np.dtype:
     """The numpy dtype that holds values of `element` (quantized: its storage)."""
     scalar = storage_type(element)
-    name = _NUMPY_DTYPES.get(scalar.name)
-    if name is not None:
-        return np.dtype(name)
+    dtype = _NUMPY_DTYPE_OBJECTS.get(scalar.name)
+    if dtype is not None:
+        return dtype
     import ml_dtypes  # lazily: only the rare float formats need it
 
     extra = {"bf16": ml_dtypes.bfloat16, "f8E4M3FN": ml_dtypes.float8_e4m3fn,
