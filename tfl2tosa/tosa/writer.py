@@ -98,8 +98,8 @@ def _int32s(op: Op, attr: tosa_ops.Attr, value: Any) -> list[int]:
 # Data vectors placed after the metadata
 
 
-# The writer's records are plain classes: a dataclass costs ~0.4 ms to create
-# at import, and every CLI run imports the writer.
+# The writer's records are plain classes: creating a dataclass costs time at
+# import, and every CLI run imports the writer.
 
 
 class _Blob:
