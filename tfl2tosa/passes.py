@@ -145,7 +145,7 @@ def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
     compared (a large array's key is a sample of it). None for an op with an
     attribute that cannot be compared."""
     sampled = False
-    frozen = []
+    frozen: list[tuple[str, Hashable]] = []
     for name, value in op.attrs.items():
         cls = value.__class__
         if cls is np.ndarray:

@@ -486,7 +486,7 @@ class _Serializer:
         # Children (vectors, strings) must be built before the table is started.
         # An absent attribute takes its field's default: the table leaves it out.
         attrs = op.attrs
-        values = []
+        values: list[Any] = []
         for attr, (_, _, default) in zip(plan.attrs, plan.layout.fields):
             value = attrs.get(attr.name, attr.default)
             if value is None:

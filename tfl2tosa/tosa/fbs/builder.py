@@ -256,7 +256,7 @@ class Builder:
     def CreateSharedStringVector(self, texts: Sequence[str]) -> int:
         """A vector of strings, each written once per buffer (`CreateSharedString`)."""
         shared = self._shared
-        offsets = []
+        offsets: list[int] = []
         for text in texts:
             offset = shared.get(text)
             if offset is None:
