@@ -309,6 +309,16 @@ def test_cse_tells_large_constants_apart_beyond_their_sampled_bytes():
     assert graph.outputs == [a.result, b.result, b.result, a.result]
 
 
+def test_cse_leaves_constants_of_python_objects_apart():
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    small = np.array(["a", "b"], dtype=object)
+    large = np.array([str(i) for i in range(100)], dtype=object)
+    ops = [const(graph, array) for array in (small, small, large, large)]
+    graph.set_outputs([op.result for op in ops])
+    assert cse(module) == 0 and graph.ops == ops
+
+
 def test_cse_compares_operands_attributes_and_result_types():
     module = Module()
     graph = module.add_graph(Graph("main"))

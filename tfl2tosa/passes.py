@@ -149,6 +149,8 @@ def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
     for name, value in op.attrs.items():
         cls = value.__class__
         if cls is np.ndarray:
+            if value.dtype.hasobject:
+                return None  # references, not values: their bytes say nothing
             if value.nbytes <= _INLINE_BYTES:
                 # tobytes() gives C order whatever the strides: equal values, equal bytes.
                 frozen.append((name, ("array", value.dtype, value.shape, value.tobytes())))
