@@ -290,6 +290,35 @@ def test_cse_merges_equal_constants_only():
     assert graph.outputs[9] is k.result and graph.outputs[11] is n.result
 
 
+def test_cse_tells_large_constants_apart_beyond_their_sampled_bytes():
+    # A large array's key holds a sample of its bytes: arrays equal at every
+    # sampled byte but one value elsewhere must stay apart, and a later copy of
+    # either merges into that one.
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    zeros = np.zeros(1024, np.float32)
+    other = zeros.copy()
+    other[1] = 1.0  # bytes 4-7: between samples
+    a = const(graph, zeros)
+    b = const(graph, other)
+    c = const(graph, other.copy())                                   # merged into b
+    d = const(graph, zeros.copy())                                   # merged into a
+    graph.set_outputs([op.result for op in (a, b, c, d)])
+    assert cse(module) == 2
+    assert graph.ops == [a, b]
+    assert graph.outputs == [a.result, b.result, b.result, a.result]
+
+
+def test_cse_leaves_constants_of_python_objects_apart():
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    small = np.array(["a", "b"], dtype=object)
+    large = np.array([str(i) for i in range(100)], dtype=object)
+    ops = [const(graph, array) for array in (small, small, large, large)]
+    graph.set_outputs([op.result for op in ops])
+    assert cse(module) == 0 and graph.ops == ops
+
+
 def test_cse_compares_operands_attributes_and_result_types():
     module = Module()
     graph = module.add_graph(Graph("main"))

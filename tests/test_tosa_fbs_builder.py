@@ -2,7 +2,9 @@
 
 Oracle: the flatbuffers package's own Builder, driven through the same
 flatc-generated TOSA functions with the same random tables, strings and
-vectors; both buffers must be equal byte for byte.
+vectors; both buffers must be equal byte for byte. Ours builds the tables the
+writer builds many times (tensor, operator, location, attributes) with
+`Table` and layouts read from the generated functions, as the writer does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfl2tosa.tosa.fbs import tosa_generated as fb
-from tfl2tosa.tosa.fbs.builder import Builder, OffsetArithmeticError
+from tfl2tosa.tosa.fbs.builder import Builder, OffsetArithmeticError, table_layout
 
 names = st.text(alphabet="abcdefghij_0123456789:", min_size=0, max_size=12)
 shapes = st.lists(st.integers(-1, 2 ** 31 - 1), max_size=6)
@@ -26,10 +28,21 @@ operator_specs = st.tuples(st.integers(0, 80), st.lists(names, max_size=4),
                            st.integers(-2 ** 31, 2 ** 31 - 1), st.booleans())
 
 
+TENSOR = table_layout(fb.TosaTensorStart, fb.TosaTensorAddName, fb.TosaTensorAddShape,
+                      fb.TosaTensorAddType, fb.TosaTensorAddData, fb.TosaTensorAddVariable)
+CONCAT = table_layout(fb.ConcatAttributeStart, fb.ConcatAttributeAddAxis)
+TRANSPOSE = table_layout(fb.TransposeAttributeStart, fb.TransposeAttributeAddPerms)
+LOCATION = table_layout(fb.OpLocationStart, fb.OpLocationAddText)
+OPERATOR = table_layout(fb.TosaOperatorStart, fb.TosaOperatorAddOp,
+                        fb.TosaOperatorAddAttributeType, fb.TosaOperatorAddAttribute,
+                        fb.TosaOperatorAddInputs, fb.TosaOperatorAddOutputs,
+                        fb.TosaOperatorAddLocation)
+
+
 def _string_vector(b, names_: list[str], ours: bool) -> int:
-    offsets = [b.CreateSharedString(n) for n in names_]
     if ours:
-        return b.CreateOffsetVector(offsets)
+        return b.CreateSharedStringVector(names_)
+    offsets = [b.CreateSharedString(n) for n in names_]
     b.StartVector(4, len(offsets), 4)
     for offset in reversed(offsets):
         b.PrependUOffsetTRelative(offset)
@@ -51,6 +64,8 @@ def _tensor(b, spec, ours: bool) -> int:
     shape_offset = (b.CreateInt32Vector(shape) if ours
                     else b.CreateNumpyVector(np.asarray(shape, dtype="<i4")))
     data_offset = (b.CreateByteVector(data, 8) if ours else _flatbuffers_bytes(b, data, 8))
+    if ours:
+        return b.Table(TENSOR, (name_offset, shape_offset, dtype, data_offset, variable))
     fb.TosaTensorStart(b)
     fb.TosaTensorAddName(b, name_offset)
     fb.TosaTensorAddShape(b, shape_offset)
@@ -73,6 +88,14 @@ def _operator(b, spec, ours: bool) -> int:
     outputs_vec = _string_vector(b, outputs, ours)
     perms = (b.CreateInt32Vector(perms_) if ours
              else b.CreateNumpyVector(np.asarray(perms_, dtype="<i4")))
+    attribute_type = (fb.Attribute.ConcatAttribute if is_concat
+                      else fb.Attribute.TransposeAttribute)
+    if ours:
+        concat = b.Table(CONCAT, (axis,))
+        transpose = b.Table(TRANSPOSE, (perms,))
+        location = b.Table(LOCATION, (b.CreateString(loc),))
+        return b.Table(OPERATOR, (op, attribute_type, concat if is_concat else transpose,
+                                  inputs_vec, outputs_vec, location))
     fb.ConcatAttributeStart(b)
     fb.ConcatAttributeAddAxis(b, axis)
     concat = fb.ConcatAttributeEnd(b)
@@ -85,8 +108,7 @@ def _operator(b, spec, ours: bool) -> int:
     location = fb.OpLocationEnd(b)
     fb.TosaOperatorStart(b)
     fb.TosaOperatorAddOp(b, op)
-    fb.TosaOperatorAddAttributeType(b, fb.Attribute.ConcatAttribute if is_concat
-                                    else fb.Attribute.TransposeAttribute)
+    fb.TosaOperatorAddAttributeType(b, attribute_type)
     fb.TosaOperatorAddAttribute(b, concat if is_concat else transpose)
     fb.TosaOperatorAddInputs(b, inputs_vec)
     fb.TosaOperatorAddOutputs(b, outputs_vec)
@@ -140,7 +162,14 @@ def test_out_of_range_scalar_is_flatbuffers_type_error():
         fb.ConcatAttributeAddAxis(b, 2 ** 31)
 
 
+def test_out_of_range_scalar_in_a_table_is_flatbuffers_type_error():
+    with pytest.raises(TypeError, match="bad number 2147483648 for type int32"):
+        Builder().Table(CONCAT, (2 ** 31,))
+
+
 def test_offset_to_unbuilt_data_is_refused():
     b = Builder()
     with pytest.raises(OffsetArithmeticError):
         b.CreateOffsetVector([b.Offset() + 8])
+    with pytest.raises(OffsetArithmeticError):
+        b.Table(LOCATION, (b.Offset() + 8,))

@@ -66,8 +66,10 @@ def dce(module: Module) -> int:
 
 def is_pure(op: Op) -> bool:
     """No side effects and no nested graphs: two identical ones compute the same."""
-    return (op.name not in SIDE_EFFECT_OPS and op.name not in CONTROL_FLOW_OPS
-            and not op.attrs.get("side_effect") and bool(op.results))
+    return op.name not in _NOT_PURE and bool(op.results) and not op.attrs.get("side_effect")
+
+
+_NOT_PURE = SIDE_EFFECT_OPS | CONTROL_FLOW_OPS
 
 
 def _raw_bytes(array: np.ndarray) -> np.ndarray:
@@ -76,42 +78,99 @@ def _raw_bytes(array: np.ndarray) -> np.ndarray:
     return contiguous.reshape(-1).view(np.uint8)
 
 
-# Arrays up to this many bytes are compared by their bytes, larger ones by a digest.
+# Arrays up to this many bytes enter a CSE key as their bytes. A larger array
+# attribute enters as that many bytes sampled evenly from it: keys of distinct
+# weights still differ, no key reads a whole weight tensor, and ops with equal
+# keys have their arrays compared byte for byte (`_same_arrays`). A larger array
+# nested in a list or dict enters as a CRC-32 of its bytes.
 _INLINE_BYTES = 64
+
+
+def _freeze_float(value: float) -> Hashable:
+    return ("float", value.hex())
+
+
+def _freeze_sequence(value: list[Any] | tuple[Any, ...]) -> Hashable:
+    return (value.__class__, tuple(map(_freeze, value)))
+
+
+def _freeze_dict(value: dict[Any, Any]) -> Hashable:
+    return ("dict", tuple(sorted((k, _freeze(v)) for k, v in value.items())))
+
+
+def _freeze_plain(value: Any) -> Hashable:
+    return (value.__class__, value)
+
+
+def _freeze_array(value: np.ndarray) -> Hashable:
+    raw = _raw_bytes(value)
+    digest = raw.tobytes() if raw.size <= _INLINE_BYTES else zlib.crc32(raw)
+    return ("array", value.dtype.str, value.shape, digest)
+
+
+# The attribute classes met most, by class; the rest go through `_freeze`'s checks.
+_FREEZERS: dict[type, Callable[[Any], Hashable]] = {
+    int: _freeze_plain, bool: _freeze_plain, str: _freeze_plain, float: _freeze_float,
+    list: _freeze_sequence, tuple: _freeze_sequence, dict: _freeze_dict,
+    np.ndarray: _freeze_array,
+}
 
 
 def _freeze(value: Any) -> Hashable:
     """A hashable key equal only for attributes that mean the same thing.
 
     Arrays compare by dtype, shape and bytes (so -0.0 differs from 0.0 and a
-    NaN equals itself). Small arrays enter the key as their bytes; larger ones
-    as a CRC-32 of them, so the pass keeps no copy of the weights
-    (`_same_arrays` confirms a match). Python scalars keep their type (True
-    is not 1) and floats compare bit-exactly.
+    NaN equals itself). Python scalars keep their type (True is not 1) and
+    floats compare bit-exactly.
     """
+    freeze = _FREEZERS.get(value.__class__)
+    if freeze is not None:
+        return freeze(value)
     if isinstance(value, np.ndarray):
-        raw = _raw_bytes(value)
-        digest = raw.tobytes() if raw.size <= _INLINE_BYTES else zlib.crc32(raw)
-        return ("array", value.dtype.str, value.shape, digest)
+        return _freeze_array(value)
     if isinstance(value, np.generic):
         return ("scalar", value.dtype.str, value.tobytes())
     if isinstance(value, float):
-        return ("float", value.hex())
+        return _freeze_float(value)
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_freeze(v) for v in value))
+        return _freeze_sequence(value)
     if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _freeze(v)) for k, v in value.items())))
+        return _freeze_dict(value)
     hash(value)  # anything else must be hashable as it is
-    return (type(value).__name__, value)
+    return (value.__class__, value)
 
 
-def _cse_key(op: Op) -> Hashable | None:
-    try:
-        attrs = tuple(sorted((k, _freeze(v)) for k, v in op.attrs.items()))
-    except TypeError:
-        return None  # an attribute we cannot compare: leave the op alone
-    return (op.name, tuple(id(v) for v in op.operands), attrs,
-            tuple(v.type for v in op.results))
+def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
+    """The op's key, and whether ops with an equal key still need their arrays
+    compared (a large array's key is a sample of it). None for an op with an
+    attribute that cannot be compared."""
+    sampled = False
+    frozen: list[tuple[str, Hashable]] = []
+    for name, value in op.attrs.items():
+        cls = value.__class__
+        if cls is np.ndarray:
+            if value.dtype.hasobject:
+                return None  # references, not values: their bytes say nothing
+            if value.nbytes <= _INLINE_BYTES:
+                # tobytes() gives C order whatever the strides: equal values, equal bytes.
+                frozen.append((name, ("array", value.dtype, value.shape, value.tobytes())))
+            else:
+                raw = _raw_bytes(value)
+                sample = raw[::raw.size // _INLINE_BYTES].tobytes()
+                frozen.append((name, ("sampled", value.dtype, value.shape, sample)))
+                sampled = True
+        elif cls is bool or cls is int or cls is str:
+            frozen.append((name, (cls, value)))
+        else:
+            try:
+                frozen.append((name, _freeze(value)))
+            except TypeError:
+                return None  # an attribute we cannot compare: leave the op alone
+    if len(frozen) > 1:
+        frozen.sort()
+    results = op.results
+    types = results[0].type if len(results) == 1 else tuple(v.type for v in results)
+    return (op.name, tuple(map(id, op.operands)), tuple(frozen), types), sampled
 
 
 def _same_arrays(a: Op, b: Op) -> bool:
@@ -126,16 +185,25 @@ def _same_arrays(a: Op, b: Op) -> bool:
 def cse_graph(graph: Graph) -> int:
     """Merge identical pure ops of one graph; returns the number removed."""
     seen: dict[Hashable, Op] = {}
+    # Keys that hold sampled arrays -> every distinct op met with that key.
+    seen_sampled: dict[Hashable, list[Op]] = {}
     kept: list[Op] = []
     removed = 0
     for op in graph.ops:
-        key = _cse_key(op) if is_pure(op) else None
-        first = seen.get(key) if key is not None else None
-        if first is not None and not _same_arrays(first, op):
-            first, key = None, None  # a digest collision: keep both
+        entry = _cse_key(op) if is_pure(op) else None
+        first = None
+        if entry is not None:
+            key, sampled = entry
+            if sampled:
+                candidates = seen_sampled.setdefault(key, [])
+                first = next((c for c in candidates if _same_arrays(c, op)), None)
+                if first is None:
+                    candidates.append(op)
+            else:
+                first = seen.setdefault(key, op)
+                if first is op:
+                    first = None
         if first is None:
-            if key is not None:
-                seen[key] = op
             kept.append(op)
             continue
         for old, new in zip(op.results, first.results):

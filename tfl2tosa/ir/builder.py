@@ -8,6 +8,10 @@ from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.ir.types import Type
 
 
+# op name -> its name without the dialect, the base of its results' names
+_SHORT_NAMES: dict[str, str] = {}
+
+
 class Builder:
     """Creates ops into `ops` (a list the caller splices into a graph).
 
@@ -27,11 +31,14 @@ class Builder:
     def create(self, name: str, operands: list[Value], result_types: list[Type],
                attrs: dict[str, Any] | None = None, *, result_names: list[str] | None = None,
                loc: str | None = None) -> Op:
-        short = name.split(".", 1)[-1]
+        short = _SHORT_NAMES.get(name)
+        if short is None:
+            short = _SHORT_NAMES[name] = name.split(".", 1)[-1]
         base = f"{self.name_base}/{short}" if self.name_base else short
-        names = result_names or [base] * len(result_types)
-        op = Op(name, operands, result_types, attrs,
-                result_names=[self.graph.unique_name(n) for n in names],
+        unique_name = self.graph.unique_name
+        names = ([unique_name(n) for n in result_names] if result_names
+                 else [unique_name(base) for _ in result_types])
+        op = Op(name, operands, result_types, attrs, result_names=names,
                 loc=self.loc if loc is None else loc)
         self.ops.append(op)
         self.created.append(op)

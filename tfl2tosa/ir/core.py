@@ -54,10 +54,11 @@ class Op:
                 raise IRError(f"{name}: operand {i} is {type(value).__name__}, not a Value")
             self.operands.append(value)
             value.uses.append((self, i))
-        names = list(result_names)
-        self.results = [Value(names[i] if i < len(names) else "", t, self, i)
+        names = result_names if isinstance(result_names, (list, tuple)) else list(result_names)
+        count = len(names)
+        self.results = [Value(names[i] if i < count else "", t, self, i)
                         for i, t in enumerate(result_types)]
-        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
         self.loc = loc
 
     @classmethod
@@ -191,7 +192,12 @@ class Graph:
         kept: list[Op] = []
         removed = 0
         for op in reversed(self.ops):
-            used = any(v.uses or id(v) in live_outputs for v in op.results)
+            for v in op.results:
+                if v.uses or id(v) in live_outputs:
+                    used = True
+                    break
+            else:
+                used = False
             if used or op.name in SIDE_EFFECT_OPS or op.attrs.get("side_effect"):
                 kept.append(op)
             else:

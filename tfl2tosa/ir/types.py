@@ -20,29 +20,35 @@ class _Frozen:
     """An immutable value compared, hashed and shown by its `_fields`.
 
     What `@dataclass(frozen=True)` generates, written out once: creating a
-    dataclass costs ~0.4 ms at import, and every command imports these types.
-    Subclasses set their fields in `__init__` with `_set` (assignment raises
-    FrozenInstanceError, as for a frozen dataclass); the hash is computed once.
+    dataclass costs time at import, and every command imports these types.
+    Subclasses set their fields in `__init__` with `_set`, in `_fields` order
+    (assignment raises FrozenInstanceError, as for a frozen dataclass). The
+    tuple of field values is kept (`_k`), so comparing and hashing, which every
+    pass does to types, build nothing; the hash is computed once.
     """
 
     _fields: tuple[str, ...] = ()
+    _k: tuple[Any, ...] = ()
 
-    def _set(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
+    def _set(self, *values: Any) -> None:
+        state = self.__dict__
+        state.update(zip(self._fields, values))
+        state["_k"] = values
 
     def _key(self) -> tuple[Any, ...]:
-        values = self.__dict__
-        return tuple(values[name] for name in self._fields)
+        return self._k
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if other.__class__ is self.__class__:
-            return self._key() == other._key()  # type: ignore[attr-defined]
+            return self._k == other._k  # type: ignore[attr-defined]
         return NotImplemented
 
     def __hash__(self) -> int:
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = self.__dict__["_hash"] = hash(self._key())
+            cached = self.__dict__["_hash"] = hash(self._k)
         return cached
 
     def __repr__(self) -> str:
@@ -55,6 +61,7 @@ class _Frozen:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__["_k"] = tuple(state[name] for name in self._fields)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -72,7 +79,7 @@ class ScalarType(_Frozen):
     kind: str  # "float" | "signed" | "unsigned" | "bool" | "complex" | "opaque"
 
     def __init__(self, name: str, bits: int, kind: str) -> None:
-        self._set(name=name, bits=bits, kind=kind)
+        self._set(name, bits, kind)
 
     def __str__(self) -> str:
         return self.name
@@ -205,8 +212,7 @@ class UniformQuantized(_Frozen):
                  storage_max: int | None = None) -> None:
         lo, hi = _check_storage(storage, expressed, storage_min, storage_max)
         scale = float(scale)
-        self._set(storage=storage, expressed=expressed, scale=scale,
-                  zero_point=int(zero_point), storage_min=lo, storage_max=hi)
+        self._set(storage, expressed, scale, int(zero_point), lo, hi)
         if not scale > 0 or not math.isfinite(scale):
             raise IRError(f"quantization scale must be positive and finite, got {scale}")
 
@@ -221,8 +227,12 @@ class UniformQuantized(_Frozen):
         return text
 
     def __str__(self) -> str:
-        params = _format_params(self.scale, self.zero_point)
-        return f"!quant.uniform<{self.storage_text()}:{self.expressed}, {params}>"
+        text = self.__dict__.get("_str")  # reports spell each op's types
+        if text is None:
+            params = _format_params(self.scale, self.zero_point)
+            text = self.__dict__["_str"] = (f"!quant.uniform<{self.storage_text()}:"
+                                            f"{self.expressed}, {params}>")
+        return text
 
 
 class UniformQuantizedPerAxis(_Frozen):
@@ -249,8 +259,7 @@ class UniformQuantizedPerAxis(_Frozen):
         # map() rather than generators: a per-channel type has one entry per channel.
         scales = tuple(map(float, scales))
         zero_points = tuple(map(int, zero_points))
-        self._set(storage=storage, expressed=expressed, axis=axis, scales=scales,
-                  zero_points=zero_points, storage_min=lo, storage_max=hi)
+        self._set(storage, expressed, axis, scales, zero_points, lo, hi)
         if len(scales) != len(zero_points) or not scales:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
         if axis < 0:
@@ -297,9 +306,8 @@ class UniformQuantizedBlockwise(_Frozen):
         scales = tuple(float(s) for s in scales)
         zero_points = tuple(int(z) for z in zero_points)
         scales_shape = tuple(int(d) for d in scales_shape)
-        self._set(storage=storage, expressed=expressed, block_size=int(block_size),
-                  scales_shape=scales_shape, scales=scales, zero_points=zero_points,
-                  storage_min=lo, storage_max=hi)
+        self._set(storage, expressed, int(block_size), scales_shape, scales, zero_points,
+                  lo, hi)
         if self.block_size < 1:
             raise IRError(f"block size must be positive, got {block_size}")
         if len(scales) != math.prod(scales_shape) or len(zero_points) != len(scales) \
@@ -328,13 +336,17 @@ ElementType = Union[ScalarType, UniformQuantized, UniformQuantizedPerAxis,
                     UniformQuantizedBlockwise]
 
 
+_QUANTIZED_TYPES = (UniformQuantized, UniformQuantizedPerAxis, UniformQuantizedBlockwise)
+
+
 def is_quantized(element: ElementType) -> bool:
-    return isinstance(element, (UniformQuantized, UniformQuantizedPerAxis,
-                                UniformQuantizedBlockwise))
+    return element.__class__ is not ScalarType and isinstance(element, _QUANTIZED_TYPES)
 
 
 def storage_type(element: ElementType) -> ScalarType:
     """The integer type a quantized element is stored as; other types unchanged."""
+    if element.__class__ is ScalarType:
+        return element  # type: ignore[return-value]
     return element.storage if is_quantized(element) else element  # type: ignore[union-attr]
 
 
@@ -354,13 +366,18 @@ class TensorType(_Frozen):
 
     def __init__(self, shape: tuple[int, ...] | None, element: ElementType) -> None:
         if shape is not None:
-            shape = tuple(int(d) for d in shape)
-            if any(d < DYNAMIC for d in shape):
+            shape = tuple(map(int, shape))
+            if shape and min(shape) < DYNAMIC:
                 raise IRError(f"invalid tensor shape {shape}")
-        self._set(shape=shape, element=element)
+        state = self.__dict__  # _set, written out: the type made most often
+        state["shape"] = shape
+        state["element"] = element
+        state["_k"] = (shape, element)
+        if element.__class__ is ScalarType or shape is None:
+            return
         # MLIR's per-axis integrity rules; an unranked tensor is allowed (its
         # rank and axis size are only known at run time).
-        if isinstance(element, UniformQuantizedPerAxis) and shape is not None:
+        if isinstance(element, UniformQuantizedPerAxis):
             axis = element.axis
             if axis >= len(shape):
                 raise IRError(f"quantized dimension {axis} is out of range for rank "
@@ -369,7 +386,7 @@ class TensorType(_Frozen):
             if size != DYNAMIC and size != len(element.scales):
                 raise IRError(f"quantized dimension {axis} has size {size} but "
                               f"{len(element.scales)} scales are given")
-        if isinstance(element, UniformQuantizedBlockwise) and shape is not None:
+        if isinstance(element, UniformQuantizedBlockwise):
             blocks = element.scales_shape
             expected = shape[:-1] + (shape[-1] // element.block_size,) if shape else ()
             if not shape or shape[-1] % element.block_size or blocks != expected:
@@ -410,7 +427,7 @@ class ShapeType(_Frozen):
     rank: int
 
     def __init__(self, rank: int) -> None:
-        self._set(rank=rank)
+        self._set(rank)
 
     def __str__(self) -> str:
         return f"!tosa.shape<{self.rank}>"
@@ -435,12 +452,15 @@ _NUMPY_DTYPES: dict[str, str] = {
 }
 
 
+_NUMPY_DTYPE_OBJECTS = {name: np.dtype(dtype) for name, dtype in _NUMPY_DTYPES.items()}
+
+
 def numpy_dtype(element: ElementType) -> np.dtype:
     """The numpy dtype that holds values of `element` (quantized: its storage)."""
     scalar = storage_type(element)
-    name = _NUMPY_DTYPES.get(scalar.name)
-    if name is not None:
-        return np.dtype(name)
+    dtype = _NUMPY_DTYPE_OBJECTS.get(scalar.name)
+    if dtype is not None:
+        return dtype
     import ml_dtypes  # lazily: only the rare float formats need it
 
     extra = {"bf16": ml_dtypes.bfloat16, "f8E4M3FN": ml_dtypes.float8_e4m3fn,

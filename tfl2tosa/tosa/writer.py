@@ -29,6 +29,7 @@ the same bytes.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterator
@@ -42,7 +43,7 @@ from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import NoneType, ShapeType, TensorType, scalar_type
 from tfl2tosa.tosa import ops as tosa_ops
 from tfl2tosa.tosa.fbs import tosa_generated as fb
-from tfl2tosa.tosa.fbs.builder import Builder
+from tfl2tosa.tosa.fbs.builder import Builder, TableLayout, table_layout
 from tfl2tosa.tosa.fbs.encoding import (
     dtype_of,
     encode_data,
@@ -63,6 +64,10 @@ MAX_FILE_SIZE = (1 << 31) - 1
 
 _ENUM_TABLES = {"acc_type": fb.DType, "rounding_mode": fb.RoundingMode,
                 "nan_mode": fb.NanPropagationMode, "resize_mode": fb.ResizeMode}
+# attribute type -> {enum member name: its value}
+_ENUM_VALUES = {kind: {name: value for name, value in vars(enum).items()
+                       if not name.startswith("_")}
+                for kind, enum in _ENUM_TABLES.items()}
 
 
 def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> bytes | None:
@@ -80,7 +85,10 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
 
 def _int32s(op: Op, attr: tosa_ops.Attr, value: Any) -> list[int]:
     """An i32 attribute's values, refused by name when one does not fit 32 bits."""
-    values = [int(v) for v in np.ravel(np.asarray(value, dtype=object))]
+    if value.__class__ in (list, tuple) and all(v.__class__ is int for v in value):
+        values = list(value)  # the usual form: no object array to go through
+    else:
+        values = [int(v) for v in np.ravel(np.asarray(value, dtype=object))]
     if any(not -(1 << 31) <= v < (1 << 31) for v in values):
         raise IRError(f"{op.name} at {op.loc}: {attr.name} = {values} does not fit int32")
     return values
@@ -90,8 +98,8 @@ def _int32s(op: Op, attr: tosa_ops.Attr, value: Any) -> list[int]:
 # Data vectors placed after the metadata
 
 
-# The writer's records are plain classes: a dataclass costs ~0.4 ms to create
-# at import, and every CLI run imports the writer.
+# The writer's records are plain classes: creating a dataclass costs time at
+# import, and every CLI run imports the writer.
 
 
 class _Blob:
@@ -184,6 +192,32 @@ def _slot_of(add_function: Any) -> int:
 _TENSOR_DATA_SLOT = _slot_of(fb.TosaTensorAddData)
 _SHAPE_DATA_SLOT = _slot_of(fb.TosaShapeAddData)
 
+# The tables written once per operator or tensor, laid out once. A data field is
+# written as a placeholder uint32 (0, against a default of 1 so it is always
+# written), patched once its vector's position is known.
+_OPERATOR = table_layout(fb.TosaOperatorStart, fb.TosaOperatorAddOp,
+                         fb.TosaOperatorAddAttributeType, fb.TosaOperatorAddAttribute,
+                         fb.TosaOperatorAddInputs, fb.TosaOperatorAddOutputs,
+                         fb.TosaOperatorAddLocation)
+_LOCATION = table_layout(fb.OpLocationStart, fb.OpLocationAddText)
+
+
+def _data_placeholder(builder: Any, _: int) -> None:
+    builder.PrependUint32Slot(_TENSOR_DATA_SLOT, 0, 1)
+
+
+def _shape_data_placeholder(builder: Any, _: int) -> None:
+    builder.PrependUint32Slot(_SHAPE_DATA_SLOT, 0, 1)
+
+
+_TENSOR = table_layout(fb.TosaTensorStart, fb.TosaTensorAddName, fb.TosaTensorAddShape,
+                       fb.TosaTensorAddType, _data_placeholder, fb.TosaTensorAddVariable,
+                       fb.TosaTensorAddVariableName, fb.TosaTensorAddIsUnranked)
+_SHAPE = table_layout(fb.TosaShapeStart, fb.TosaShapeAddName, fb.TosaShapeAddRank,
+                      _shape_data_placeholder)
+# A placeholder's value: 0 is written, 1 (its default) leaves the field out.
+_DATA, _NO_DATA = 0, 1
+
 
 def _camel(field_name: str) -> str:
     """flatc's Python accessor spelling of a schema field: `nan_mode` -> `NanMode`."""
@@ -191,17 +225,16 @@ def _camel(field_name: str) -> str:
 
 
 class _AttributePlan:
-    """How one op's attribute table is written: the generated functions to call."""
+    """How one op's attribute table is written: its stored attributes and layout."""
 
-    __slots__ = ("end", "fields", "start", "table", "union_type")
+    __slots__ = ("attrs", "layout", "table", "union_type")
 
-    def __init__(self, table: str, union_type: int, start: Any,
-                 fields: tuple[tuple[tosa_ops.Attr, Any], ...], end: Any) -> None:
+    def __init__(self, table: str, union_type: int, attrs: tuple[tosa_ops.Attr, ...],
+                 layout: TableLayout) -> None:
         self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
         self.union_type = union_type  # its value in the `Attribute` union
-        self.start = start
-        self.fields = fields          # (attribute, its `<table>Add<Field>`) per stored field
-        self.end = end
+        self.attrs = attrs            # the attributes stored in the table, in field order
+        self.layout = layout          # their fields, in the same order
 
 
 _PLANS: dict[str, _AttributePlan] = {}
@@ -212,11 +245,12 @@ def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
     plan = _PLANS.get(definition.name)
     if plan is None:
         table = definition.fbs_attr
-        fields = tuple((attr, getattr(fb, f"{table}Add{_camel(attr.fbs_field)}"))
-                       for attr in definition.attrs if attr.fbs_field)
+        stored = tuple(attr for attr in definition.attrs if attr.fbs_field)
+        layout = table_layout(getattr(fb, f"{table}Start"),
+                              *[getattr(fb, f"{table}Add{_camel(attr.fbs_field)}")
+                                for attr in stored])
         plan = _PLANS[definition.name] = _AttributePlan(
-            table, getattr(fb.Attribute, table), getattr(fb, f"{table}Start"), fields,
-            getattr(fb, f"{table}End"))
+            table, getattr(fb.Attribute, table), stored, layout)
     return plan
 
 
@@ -256,6 +290,8 @@ class _Serializer:
         self.variables: dict[str, _Tensor] = {}  # variable name -> its tensor
         self.builder = Builder(4096)
         self.blobs: list[_Blob] = []
+        # (element type, int) -> a `value` attribute's padded bytes: clamps repeat bounds
+        self.encoded_values: dict[tuple[Any, int], bytes] = {}
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
         for _, op in self.module.ops():
@@ -366,32 +402,26 @@ class _Serializer:
         ranked = tensor.type.shape is not None
         name = b.CreateSharedString(tensor.name)
         dims = tensor.type.shape if ranked else ()
-        if any(not -(1 << 31) <= d < (1 << 31) for d in dims):
+        if dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
             raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit int32")
         shape = b.CreateInt32Vector(dims)
         variable_name = (b.CreateSharedString(tensor.variable_name)
-                         if tensor.variable_name is not None else None)
+                         if tensor.variable_name is not None else 0)
         if tensor.data is not None and tensor.blob is None:
             self._check_data_size(tensor)
             tensor.blob = _Blob(encode_data(tensor.data, tensor.type.element))
             self.blobs.append(tensor.blob)
-        fb.TosaTensorStart(b)
-        fb.TosaTensorAddName(b, name)
-        fb.TosaTensorAddShape(b, shape)
-        fb.TosaTensorAddType(b, dtype_of(tensor.type.element))
+        offset = b.Table(_TENSOR, (name, shape, dtype_of(tensor.type.element),
+                                   _NO_DATA if tensor.blob is None else _DATA,
+                                   bool(variable_name), variable_name, not ranked))
         if tensor.blob is not None:
-            self._data_field(_TENSOR_DATA_SLOT, tensor.blob)
-        if variable_name is not None:
-            fb.TosaTensorAddVariable(b, True)
-            fb.TosaTensorAddVariableName(b, variable_name)
-        if not ranked:
-            fb.TosaTensorAddIsUnranked(b, True)
-        return fb.TosaTensorEnd(b)
+            tensor.blob.fields_from_end.append(b.FieldOffset(_TENSOR_DATA_SLOT))
+        return offset
 
     @staticmethod
     def _check_data_size(tensor: _Tensor) -> None:
         if tensor.type.is_static and tensor.data is not None:
-            count = tensor.type.num_elements
+            count = math.prod(tensor.type.shape)  # type: ignore[arg-type]
             if tensor.data.size != count:
                 raise IRError(f"constant {tensor.name!r} holds {tensor.data.size} values, its "
                               f"type {tensor.type} needs {count}")
@@ -399,42 +429,22 @@ class _Serializer:
     def _shape_table(self, name: str, values: list[int]) -> int:
         b = self.builder
         name_offset = b.CreateSharedString(name)
-        fb.TosaShapeStart(b)
-        fb.TosaShapeAddName(b, name_offset)
-        fb.TosaShapeAddRank(b, len(values))
         blob = _Blob(encode_shape(values))
         self.blobs.append(blob)
-        self._data_field(_SHAPE_DATA_SLOT, blob)
-        return fb.TosaShapeEnd(b)
-
-    def _data_field(self, slot: int, blob: _Blob) -> None:
-        """Add a placeholder offset field; it is patched to point at the data vector."""
-        b = self.builder
-        b.PrependUint32Slot(slot, 0, 1)  # 0 != default 1: always written
-        blob.fields_from_end.append(b.Offset())
+        offset = b.Table(_SHAPE, (name_offset, len(values), _DATA))
+        blob.fields_from_end.append(b.FieldOffset(_SHAPE_DATA_SLOT))
+        return offset
 
     # -- operators
 
     def _operator(self, op: Op) -> int:
         fbs_op, attr_type, attr_table, inputs, outputs = self._operator_parts(op)
         b = self.builder
-        inputs_vec = self._string_vector(inputs)
-        outputs_vec = self._string_vector(outputs)
-        location = None
-        if op.loc:
-            text = b.CreateString(op.loc)
-            fb.OpLocationStart(b)
-            fb.OpLocationAddText(b, text)
-            location = fb.OpLocationEnd(b)
-        fb.TosaOperatorStart(b)
-        fb.TosaOperatorAddOp(b, fbs_op)
-        fb.TosaOperatorAddAttributeType(b, attr_type)
-        fb.TosaOperatorAddAttribute(b, attr_table)
-        fb.TosaOperatorAddInputs(b, inputs_vec)
-        fb.TosaOperatorAddOutputs(b, outputs_vec)
-        if location is not None:
-            fb.TosaOperatorAddLocation(b, location)
-        return fb.TosaOperatorEnd(b)
+        inputs_vec = b.CreateSharedStringVector(inputs)
+        outputs_vec = b.CreateSharedStringVector(outputs)
+        location = b.Table(_LOCATION, (b.CreateString(op.loc),)) if op.loc else 0
+        return b.Table(_OPERATOR, (fbs_op, attr_type, attr_table, inputs_vec, outputs_vec,
+                                   location))
 
     def _operator_parts(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
         """(Op enum, union type, attribute table offset, input names, output names)."""
@@ -446,10 +456,16 @@ class _Serializer:
         for i, value in enumerate(op.operands):
             if isinstance(value.type, NoneType):
                 raise IRError(f"{op.name}: operand {i} is omitted; TOSA has no optional operands")
-        inputs = [self.names[v] for v in op.operands]
-        outputs = [self.names[v] for v in op.results]
-        table = self._attribute_table(op, definition)
-        return definition.fbs_op, _attribute_plan(definition).union_type, table, inputs, outputs
+        names = self.names
+        try:
+            inputs = [names.of_value[id(v)] for v in op.operands]
+            outputs = [names.of_value[id(v)] for v in op.results]
+        except KeyError:  # said by name
+            inputs = [names[v] for v in op.operands]
+            outputs = [names[v] for v in op.results]
+        plan = _attribute_plan(definition)
+        return definition.fbs_op, plan.union_type, self._attribute_table(op, plan), inputs, \
+            outputs
 
     def _variable_access(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
         name = str(op.attrs["name"])
@@ -466,39 +482,47 @@ class _Serializer:
         return (identity.fbs_op, getattr(fb.Attribute, identity.fbs_attr), table,
                 inputs, outputs)
 
-    def _attribute_table(self, op: Op, definition: tosa_ops.OpDef) -> int:
-        b = self.builder
-        plan = _attribute_plan(definition)
+    def _attribute_table(self, op: Op, plan: _AttributePlan) -> int:
         # Children (vectors, strings) must be built before the table is started.
-        fields: list[tuple[Any, Any]] = []
-        for attr, add in plan.fields:
-            value = op.attrs.get(attr.name, attr.default)
+        # An absent attribute takes its field's default: the table leaves it out.
+        attrs = op.attrs
+        values: list[Any] = []
+        for attr, (_, _, default) in zip(plan.attrs, plan.layout.fields):
+            value = attrs.get(attr.name, attr.default)
             if value is None:
-                continue
-            fields.append((add, self._attribute_value(op, plan.table, attr, value)))
-        plan.start(b)
-        for add, encoded in fields:
-            add(b, encoded)
-        return plan.end(b)
+                values.append(default)
+            elif attr.type == "bool":
+                values.append(bool(value))
+            else:
+                values.append(self._attribute_value(op, plan.table, attr, value))
+        return self.builder.Table(plan.layout, values)
 
     def _attribute_value(self, op: Op, table: str, attr: tosa_ops.Attr, value: Any) -> Any:
         b = self.builder
         kind = attr.type
-        if kind == "i32":
-            return _int32s(op, attr, [value])[0]
         if kind == "bool":
             return bool(value)
+        if kind == "i32":
+            if value.__class__ is int and -(1 << 31) <= value < (1 << 31):
+                return value
+            return _int32s(op, attr, [value])[0]
         if kind == "i32[]":
-            return b.CreateNumpyVector(np.asarray(_int32s(op, attr, value), dtype="<i4"))
-        if kind in _ENUM_TABLES:
-            try:
-                return getattr(_ENUM_TABLES[kind], str(value))
-            except AttributeError:
-                raise IRError(f"{op.name}: {attr.name} = {value!r} is not a valid "
-                              f"{kind}") from None
+            return b.CreateInt32Vector(_int32s(op, attr, value))
+        if kind in _ENUM_VALUES:
+            code = _ENUM_VALUES[kind].get(str(value))
+            if code is None:
+                raise IRError(f"{op.name}: {attr.name} = {value!r} is not a valid {kind}")
+            return code
         if kind == "value":
             element = op.operands[0].type.element
-            return self._byte_vector(encode_data(np.asarray([value]), element), align=8)
+            key = (element, value) if value.__class__ is int else None  # 0.0 == -0.0
+            raw = self.encoded_values.get(key) if key is not None else None
+            if raw is None:
+                raw = encode_data(np.asarray([value]), element).tobytes()
+                raw += bytes(padded_size(len(raw)) - len(raw))
+                if key is not None:
+                    self.encoded_values[key] = raw
+            return b.CreateByteVector(raw, 8)
         if kind in ("string", "graph"):
             if hasattr(fb, f"{table}Start{_camel(attr.fbs_field)}Vector"):  # a [ubyte] field
                 raw = value if isinstance(value, bytes) else str(value).encode()
@@ -520,5 +544,4 @@ class _Serializer:
         return self.builder.CreateByteVector(raw, align)
 
     def _string_vector(self, names: list[str]) -> int:
-        b = self.builder
-        return b.CreateOffsetVector([b.CreateSharedString(n) for n in names])
+        return self.builder.CreateSharedStringVector(names)
