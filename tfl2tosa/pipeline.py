@@ -57,7 +57,7 @@ class ConversionReport:
     ops_out: dict[str, int] = field(default_factory=dict)
     outcomes: list[dict[str, str]] = field(default_factory=list)
     # One entry per STABLEHLO_COMPOSITE: name, loc, version, attributes,
-    # decomposition graph and how it was lowered (legalize.calls).
+    # decomposition graph and how it was lowered (tfl2tosa.passes.inline_calls).
     composites: list[dict[str, Any]] = field(default_factory=list)
     extensions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -150,11 +150,12 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     breaks the TOSA specification.
     """
     import legalize
-    from legalize.calls import inline_calls
     from legalize.registry import known_labels
-    from tfl2tosa.passes import canonicalize, cse, dce
-    from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
-    from tfl2tosa.stateful import lower_resource_variables
+    from tfl2tosa.passes.inline_calls import inline_calls
+    from tfl2tosa.passes.lower_quant import lower_quant_ops
+    from tfl2tosa.passes.resource_variables import lower_resource_variables
+    from tfl2tosa.passes.simplify import canonicalize, cse, dce
+    from tfl2tosa.passes.strip_quant_types import strip_func_quant_types
     from tfl2tosa.tflite_import import load
     from tfl2tosa.tflite_import.structure import check_module
 

@@ -697,8 +697,8 @@ def emulated_hybrid_inputs(path: str, outcomes: list[dict[str, str]]
     """The TFLite tensor name of each run-time float input of an emulated hybrid
     op -> the float bound (family, (atol, rtol)) of the ops that compute it from
     the model's inputs, constants and the other such inputs."""
-    from legalize.calls import inline_calls
     from tfl2tosa.ir.types import TensorType
+    from tfl2tosa.passes.inline_calls import inline_calls
     from tfl2tosa.tflite_import import load
 
     module = load(path)

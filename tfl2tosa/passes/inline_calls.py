@@ -28,15 +28,13 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from legalize.registry import pattern
 from tfl2tosa.ir.core import Graph, Module, Op, Value
-from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.stateful import REASON_ATTR, graph_references
+from tfl2tosa.passes.resource_variables import REASON_ATTR, graph_references
 
 
 # Op -> the attribute naming the graph it runs (the importer's names).
 CALLEE_ATTRS = {"tfl.call": "callee", "tfl.stablehlo_composite": "decomposition"}
-_SCHEMA_NAMES = {"tfl.call": "CALL", "tfl.stablehlo_composite": "STABLEHLO_COMPOSITE"}
+SCHEMA_NAMES = {"tfl.call": "CALL", "tfl.stablehlo_composite": "STABLEHLO_COMPOSITE"}
 
 
 @dataclass
@@ -53,7 +51,7 @@ def _mismatch(call: Op, callee: Graph) -> str | None:
     """Why `callee` cannot stand in for `call`, if it cannot. TFLite copies the
     tensors' bytes in and out, so differing types (a different quantization of
     the same storage) would need a reinterpretation inlining does not make."""
-    what = _SCHEMA_NAMES[call.name]
+    what = SCHEMA_NAMES[call.name]
     if len(call.operands) != len(callee.inputs) or len(call.results) != len(callee.outputs):
         return (f"{what} passes {len(call.operands)} operands and takes {len(call.results)} "
                 f"results, but {callee.name!r} has {len(callee.inputs)} inputs and "
@@ -144,7 +142,7 @@ def _inline_graph(module: Module, graph: Graph, active: list[str],
             continue
         inlined = _inline_one(module, graph, op, active, inlining)
         reason = None if isinstance(inlined, list) else (
-            f"{_SCHEMA_NAMES[op.name]} cannot be inlined: {inlined}")
+            f"{SCHEMA_NAMES[op.name]} cannot be inlined: {inlined}")
         if reason is None:
             new_ops.extend(inlined)
         else:
@@ -187,13 +185,3 @@ def inline_calls(module: Module) -> Inlining:
         del module.graphs[name]
     return inlining
 
-
-@pattern("tfl.call", "tfl.stablehlo_composite", kind="any", types=())
-def call(op: Op, rw: Rewriter) -> Failure:
-    """A CALL or composite that reached the legalization (inline_calls runs
-    before it): why it was not inlined."""
-    reason = op.attrs.get(REASON_ATTR)
-    if reason is None:
-        return Failure(f"{op.name}: {_SCHEMA_NAMES[op.name]} is inlined before legalization "
-                       "(legalize.calls.inline_calls), which did not run")
-    return Failure(str(reason))
