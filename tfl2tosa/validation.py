@@ -2,7 +2,7 @@
 
 TFLite runs with its builtin reference kernels (`OpResolverType.BUILTIN_REF`):
 those are the kernels TOSA's integer semantics reproduce (the optimized and
-XNNPACK kernels round differently, see shared/research/LEGALIZATION.md 2.2).
+XNNPACK kernels round differently; tfl2tosa.kernels says where).
 When the reference resolver lacks an op version the model falls back, as a
 whole, to the builtin kernels without default delegates; the report names the
 resolver used, and a model `validate` converts itself is then lowered for those
@@ -69,8 +69,8 @@ path (EvalBlockwise4Bit; the reference kernel ignores the scales) and LiteRT's
 XNNPACK delegate. The builtin kernel is the judge: it reads the float16 scales
 as stored and computes the same on TensorFlow and LiteRT, and the emulation
 (legalize.hybrid.fully_connected_blockwise_hybrid) follows it bit for bit.
-LiteRT's XNNPACK rounds the scales to bfloat16 first (outputs a few tenths of a
-percent of their range away), and TensorFlow 2.20's XNNPACK misreads them.
+LiteRT's XNNPACK rounds the scales to bfloat16 first, which moves its outputs
+beyond the float bounds, and TensorFlow 2.20's XNNPACK misreads them.
 """
 
 from __future__ import annotations
