@@ -17,7 +17,7 @@ Lowered:
 Refused with a reason: BITCAST between different types (TOSA has no bit
 reinterpretation), CUSTOM (named by its custom code), CONCAT_EMBEDDINGS
 (TFLite has no kernel), HASHTABLE_LOOKUP, and resource-variable ops that the
-stateful pass (tfl2tosa/stateful.py) left in place.
+stateful pass (tfl2tosa/passes/resource_variables.py) left in place.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from legalize.shape import (
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i32, is_quantized, numpy_dtype
-from tfl2tosa.stateful import REASON_ATTR
+from tfl2tosa.passes.resource_variables import REASON_ATTR
 from tfl2tosa.tosa import build
 
 # ---------------------------------------------------------------------------
@@ -614,10 +614,10 @@ def no_lowering(op: Op, rw: Rewriter) -> Failure:
 @pattern("tfl.var_handle", "tfl.read_variable", "tfl.assign_variable", kind="any", types=())
 def resource_variable(op: Op, rw: Rewriter) -> Failure:
     """Resource-variable ops are lowered by the module pass
-    tfl2tosa.stateful.lower_resource_variables; one that reaches the
+    tfl2tosa.passes.resource_variables.lower_resource_variables; one that reaches the
     legalization is refused with the reason the pass recorded."""
     reason = op.attrs.get(REASON_ATTR)
     if reason is None:
         return Failure(f"{op.name}: resource variables are lowered to TOSA variables before "
-                       "legalization (tfl2tosa.stateful), which left this op")
+                       "legalization (tfl2tosa.passes.resource_variables), which left this op")
     return Failure(str(reason))

@@ -1,7 +1,7 @@
 """Integer patterns for QUANTIZE and DEQUANTIZE of run-time tensors.
 
 - QUANTIZE float -> quantized and DEQUANTIZE quantized -> float become the
-  quant dialect's `quant.qcast` / `quant.dcast`, which `tfl2tosa.quant.lower`
+  quant dialect's `quant.qcast` / `quant.dcast`, which `tfl2tosa.passes.lower_quant`
   turns into TOSA arithmetic following TFLite's reference kernels (DEQUANTIZE
   exact; QUANTIZE exact except within about a float ulp of a rounding tie, see
   that module).
