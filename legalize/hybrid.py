@@ -62,7 +62,6 @@ import numpy as np
 
 from legalize.common import constant_value, fused_activation, is_none, tensor_type
 from legalize.conv import bias_operand
-from legalize.elementwise import Elementwise
 from legalize.gather import gather_along
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
@@ -81,6 +80,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # The vector code of tensor_utils quantizes this many values per step.
 VECTOR_BLOCK = 8

@@ -38,7 +38,7 @@ from legalize.common import (
     tensor_type,
 )
 from legalize.conv import float_weights, require_float_activations
-from legalize.elementwise import Elementwise, first_failure
+from legalize.elementwise import first_failure
 from legalize.registry import known_custom_ops, pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -56,6 +56,7 @@ from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i32, is_quantized, numpy_dtype
 from tfl2tosa.stateful import REASON_ATTR
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
 # Constants computed at conversion time
