@@ -360,10 +360,10 @@ class Elementwise:
 
     # -- arithmetic (a, b already at this rank)
 
-    def add(self, a: Value, b: Value) -> Value:
+    def add(self, a: Value, b: Value | float) -> Value:
         return self.binary("tosa.add", a, b)
 
-    def sub(self, a: Value, b: Value) -> Value:
+    def sub(self, a: Value, b: Value | float) -> Value:
         return self.binary("tosa.sub", a, b)
 
     def mul(self, a: Value, b: Value, shift: int = 0) -> Value:
