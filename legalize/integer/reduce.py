@@ -119,20 +119,6 @@ _SUM_BOUND = float(1 << 20)
 _UNIT_MULTIPLIER, _UNIT_SHIFT = 1 << 30, 30
 
 
-def _round_half_away(e: Elementwise, v: Value) -> Value:
-    """std::round on f32 exactly: t = trunc(v) (FLOOR or CEIL by sign), then +-1
-    where the fraction v - t (exact in float) reaches +-0.5."""
-    zero, half = e.like(0.0, v), e.like(0.5, v)
-    non_negative = e.greater_equal(v, zero)
-    truncated = e.select(non_negative, e.floor(v), e.ceil(v))
-    fraction = e.sub(v, truncated)
-    up = e.greater_equal(fraction, half)
-    down = e.greater_equal(e.like(-0.5, v), fraction)
-    step = e.select(down, e.like(-1.0, v), zero)
-    step = e.select(up, e.like(1.0, v), step)
-    return e.add(truncated, step)
-
-
 def sum_scale_and_bias(in_scale: float, in_zero_point: int, out_scale: float,
                        count: int) -> tuple[np.float32, np.float32]:
     """TFLite's float32 `scale` and `bias` of the quantized SUM (see module doc)."""
@@ -171,7 +157,7 @@ def _rounded_sum(rw: Rewriter, stored: Value, axes: list[int], scale: np.float32
     real = e.cast(total, f32)
     real = e.mul(real, e.const(float(scale), f32))
     real = e.add(real, e.const(float(bias), f32))
-    rounded = build.clamp(rw, _round_half_away(e, real), -_SUM_BOUND, _SUM_BOUND)
+    rounded = build.clamp(rw, e.round_half_away(real), -_SUM_BOUND, _SUM_BOUND)
     return e.cast(rounded, i32)
 
 

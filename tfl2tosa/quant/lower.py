@@ -32,7 +32,7 @@ of two and otherwise one LSB off near half-integers:
 
     y = x * fl(1/scale)                    MUL by a constant
     n = floor(|y|); n += (|y| - n >= 0.5)  ABS, FLOOR, SUB, GREATER_EQUAL, ADD, SELECT
-    r = y >= 0 ? n : -n                    round half away from zero, exact
+    r = y < 0 ? -n : n                     round half away from zero, exact
 
 TOSA CAST rounds half to even; it only ever sees integer values here, so its
 rounding mode does not matter. Values are saturated to the storage range (and
@@ -108,18 +108,6 @@ def lower_dcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if any(zero_points):
         real = e.sub(real, e.per_axis(zero_points, axis, expressed))
     return [e.mul(real, e.per_axis(scales, axis, expressed))]
-
-
-def _round_half_away(e: Elementwise, y: Value) -> Value:
-    """round(y), ties away from zero, exactly (see the module docstring)."""
-    zero, half, one = (e.like(v, y) for v in (0.0, 0.5, 1.0))
-    magnitude = e.abs(y)
-    whole = e.floor(magnitude)
-    fraction = e.sub(magnitude, whole)
-    round_up = e.greater_equal(fraction, half)
-    rounded = e.select(round_up, e.add(whole, one), whole)
-    non_negative = e.greater_equal(y, zero)
-    return e.select(non_negative, rounded, e.sub(zero, rounded))
 
 
 @functools.cache
@@ -222,7 +210,7 @@ def _rounded(e: Elementwise, x: Value, q: QuantizedType, target: TensorType) -> 
             non_negative = e.greater_equal(x, e.const(0.0, f32))
             return e.select(non_negative, magnitude, e.sub(e.const(0.0, f32), magnitude))
     reciprocals = tuple(1.0 / s for s in scales)
-    return _round_half_away(e, e.mul(x, e.per_axis(reciprocals, axis, q.expressed)))
+    return e.round_half_away(e.mul(x, e.per_axis(reciprocals, axis, q.expressed)))
 
 
 def lower_qcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
