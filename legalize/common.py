@@ -19,7 +19,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
-from tfl2tosa.tosa.build import constant_value
+from tfl2tosa.tosa.build import constant_value as constant_value  # patterns import it from here
 
 
 def tensor_type(value: Value) -> TensorType:

@@ -174,8 +174,8 @@ def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 @pattern("tfl.div", label="div_reciprocal", types=("f32", "f16"))
 def div_reciprocal(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """x * RECIPROCAL(y): two ops, within ~1.5 ulp (27% of random quotients are
-    not correctly rounded). Only used when the `div` pattern is disabled."""
+    """x * RECIPROCAL(y): two ops, within ~1.5 ulp (many quotients are not
+    correctly rounded). Only used when the `div` pattern is disabled."""
     if failed := check_types(op, FLOAT):
         return failed
     e, x, y = _binary_operands(op, rw)
