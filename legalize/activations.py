@@ -17,28 +17,17 @@ from legalize.common import (
     require_float,
     require_static,
     reshape_to_rank,
-    scalar,
     tensor_type,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import TensorType, i1, numpy_dtype
+from tfl2tosa.ir.types import TensorType, numpy_dtype
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
-# Helpers (candidates for legalize/common.py)
-
-
-def unary(rw: Rewriter, name: str, x: Value) -> Value:
-    """A one-operand, same-type TOSA op (EXP, TANH, RECIPROCAL, ...)."""
-    return build.op(rw, name, [x], tensor_type(x))
-
-
-def binary(rw: Rewriter, name: str, x: Value, y: Value, result: TensorType) -> Value:
-    """ADD/SUB/MAXIMUM/MINIMUM/POW on equal-rank operands (MUL: use build.mul)."""
-    attrs = {"nan_mode": "PROPAGATE"} if name in ("tosa.maximum", "tosa.minimum") else {}
-    return build.op(rw, name, [x, y], result, **attrs)
+# Helpers
 
 
 def float_operand(op: Op) -> Failure | None:
@@ -89,10 +78,10 @@ def leaky_relu(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    scaled = build.mul(rw, x, scalar(rw, float(op.attrs.get("alpha", 0.2)), elem, rank))
-    positive = build.op(rw, "tosa.greater", [x, scalar(rw, 0.0, elem, rank)], t.with_element(i1))
-    return [build.op(rw, "tosa.select", [positive, x, scaled], t)]
+    e = Elementwise(rw, len(t.shape))
+    scaled = e.mul(x, e.const(float(op.attrs.get("alpha", 0.2)), t.element))
+    positive = e.greater(x, e.const(0.0, t.element))
+    return [e.select(positive, x, scaled)]
 
 
 @pattern("tfl.prelu")
@@ -102,12 +91,11 @@ def prelu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if (failure := float_operand(op)) is not None:
         return failure
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    x, alpha = (reshape_to_rank(rw, v, rank) for v in op.operands)
-    scaled = build.mul(rw, x, alpha, result_type=t)
-    non_negative = build.op(rw, "tosa.greater_equal", [x, scalar(rw, 0.0, elem, rank)],
-                            tensor_type(x).with_element(i1))
-    return [build.op(rw, "tosa.select", [non_negative, x, scaled], t)]
+    e = Elementwise(rw, len(t.shape))
+    x, alpha = (reshape_to_rank(rw, v, e.rank) for v in op.operands)
+    scaled = e.mul(x, alpha)
+    non_negative = e.greater_equal(x, e.const(0.0, t.element))
+    return [e.select(non_negative, x, scaled)]
 
 
 @pattern("tfl.hard_swish")
@@ -117,11 +105,9 @@ def hard_swish(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    shifted = binary(rw, "tosa.add", x, scalar(rw, 3.0, elem, rank), t)
-    relu6 = build.clamp(rw, shifted, 0.0, 6.0)
-    product = build.mul(rw, x, relu6)
-    return [build.mul(rw, product, scalar(rw, 1.0 / 6.0, elem, rank))]
+    e = Elementwise(rw, len(t.shape))
+    relu6 = build.clamp(rw, e.add(x, e.const(3.0, t.element)), 0.0, 6.0)
+    return [e.mul(e.mul(x, relu6), e.const(1.0 / 6.0, t.element))]
 
 
 # ---------------------------------------------------------------------------
@@ -133,7 +119,8 @@ def logistic(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """SIGMOID."""
     if (failure := require_float(op)) is not None:
         return failure
-    return [unary(rw, "tosa.sigmoid", op.operands[0])]
+    x = op.operands[0]
+    return [build.op(rw, "tosa.sigmoid", [x], tensor_type(x))]
 
 
 @pattern("tfl.tanh")
@@ -141,7 +128,8 @@ def tanh(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TANH."""
     if (failure := require_float(op)) is not None:
         return failure
-    return [unary(rw, "tosa.tanh", op.operands[0])]
+    x = op.operands[0]
+    return [build.op(rw, "tosa.tanh", [x], tensor_type(x))]
 
 
 @pattern("tfl.elu")
@@ -156,12 +144,12 @@ def elu(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    half = build.mul(rw, x, scalar(rw, 0.5, elem, rank))
-    exp_plus_one = binary(rw, "tosa.add", unary(rw, "tosa.exp", x), scalar(rw, 1.0, elem, rank), t)
-    expm1 = build.mul(rw, unary(rw, "tosa.tanh", half), exp_plus_one)
-    negative = build.op(rw, "tosa.greater", [scalar(rw, 0.0, elem, rank), x], t.with_element(i1))
-    return [build.op(rw, "tosa.select", [negative, expm1, x], t)]
+    e = Elementwise(rw, len(t.shape))
+    half = e.mul(x, e.const(0.5, t.element))
+    exp_plus_one = e.add(e.unary("tosa.exp", x), e.const(1.0, t.element))
+    expm1 = e.mul(e.unary("tosa.tanh", half), exp_plus_one)
+    negative = e.greater(e.const(0.0, t.element), x)
+    return [e.select(negative, expm1, x)]
 
 
 # sqrt(2 / pi) as TFLite's kernel rounds it: float(M_2_SQRTPI * M_SQRT1_2).
@@ -181,18 +169,17 @@ def gelu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if (failure := float_operand(op)) is not None:
         return failure
     x = op.operands[0]
-    t = _result(op)
-    elem, rank = t.element, len(t.shape)
+    elem = _result(op).element
+    e = Elementwise(rw, len(_result(op).shape))
     if op.attrs.get("approximate", False):
-        cubic = build.mul(rw, build.mul(rw, build.mul(rw, scalar(rw, 0.044715, elem, rank), x), x), x)
-        inner = build.mul(rw, scalar(rw, _SQRT_2_OVER_PI, elem, rank),
-                          binary(rw, "tosa.add", x, cubic, t))
-        curve = unary(rw, "tosa.tanh", inner)
+        cubic = e.mul(e.mul(e.mul(e.const(0.044715, elem), x), x), x)
+        inner = e.mul(e.const(_SQRT_2_OVER_PI, elem), e.add(x, cubic))
+        curve = e.unary("tosa.tanh", inner)
     else:
-        curve = unary(rw, "tosa.erf", build.mul(rw, x, scalar(rw, _SQRT_HALF, elem, rank)))
-    one_plus = binary(rw, "tosa.add", scalar(rw, 1.0, elem, rank), curve, t)
-    half_x = build.mul(rw, scalar(rw, 0.5, elem, rank), x)
-    return [build.mul(rw, half_x, one_plus)]
+        curve = e.unary("tosa.erf", e.mul(x, e.const(_SQRT_HALF, elem)))
+    one_plus = e.add(e.const(1.0, elem), curve)
+    half_x = e.mul(e.const(0.5, elem), x)
+    return [e.mul(half_x, one_plus)]
 
 
 def _last_axis_max_shift(rw: Rewriter, x: Value) -> tuple[Value, TensorType]:
@@ -201,7 +188,7 @@ def _last_axis_max_shift(rw: Rewriter, x: Value) -> tuple[Value, TensorType]:
     axis = len(t.shape) - 1
     reduced = t.with_shape(tuple(t.shape[:-1]) + (1,))
     maximum = build.op(rw, "tosa.reduce_max", [x], reduced, axis=axis, nan_mode="PROPAGATE")
-    return binary(rw, "tosa.sub", x, maximum, t), reduced
+    return Elementwise(rw, len(t.shape)).sub(x, maximum), reduced
 
 
 def _last_axis_sum(rw: Rewriter, x: Value, reduced: TensorType) -> Value:
@@ -216,16 +203,16 @@ def softmax(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
     if not t.shape:
         return Failure("tfl.softmax: rank-0 input")
+    e = Elementwise(rw, len(t.shape))
     shifted, reduced = _last_axis_max_shift(rw, x)
     beta = float(op.attrs.get("beta", 1.0))
     if beta != 1.0:
-        shifted = build.mul(rw, shifted, scalar(rw, beta, elem, rank))
-    exp = unary(rw, "tosa.exp", shifted)
-    inverse = unary(rw, "tosa.reciprocal", _last_axis_sum(rw, exp, reduced))
-    return [build.mul(rw, exp, inverse)]
+        shifted = e.mul(shifted, e.const(beta, t.element))
+    exp = e.unary("tosa.exp", shifted)
+    inverse = e.reciprocal(_last_axis_sum(rw, exp, reduced))
+    return [e.mul(exp, inverse)]
 
 
 @pattern("tfl.log_softmax")
@@ -241,6 +228,7 @@ def log_softmax(op: Op, rw: Rewriter) -> list[Value] | Failure:
     t = _result(op)
     if not t.shape:
         return Failure("tfl.log_softmax: rank-0 input")
+    e = Elementwise(rw, len(t.shape))
     shifted, reduced = _last_axis_max_shift(rw, x)
-    log_sum = unary(rw, "tosa.log", _last_axis_sum(rw, unary(rw, "tosa.exp", shifted), reduced))
-    return [binary(rw, "tosa.sub", shifted, log_sum, t)]
+    log_sum = e.unary("tosa.log", _last_axis_sum(rw, e.unary("tosa.exp", shifted), reduced))
+    return [e.sub(shifted, log_sum)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import constant_value, element, require_float, require_static, tensor_type
-from legalize.elementwise import Elementwise, elementwise_for, first_failure
+from legalize.elementwise import elementwise_for, first_failure
 from legalize.quantized import dequantized_values
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -37,6 +37,7 @@ from tfl2tosa.ir.types import (
     numpy_dtype,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 _CASTABLE = (f32, f16, i32, i16, i8, i1)
 

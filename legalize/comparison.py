@@ -10,12 +10,13 @@ path's; through the fallback they compare the dequantized values.
 from __future__ import annotations
 
 from legalize.common import element, require_float, require_static, tensor_type
-from legalize.elementwise import Elementwise, elementwise_for, first_failure
+from legalize.elementwise import elementwise_for, first_failure
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import i1, i32, storage_type
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 _COMPARABLE = ("f32", "f16", "i32", "i16", "i8")
 _NARROW_INTS = ("i8", "i16")

@@ -1,12 +1,10 @@
 """Patterns for TFL elementwise arithmetic and math ops (float, and int32 where TOSA has it).
 
-The first half is a small expression builder (`Elementwise`) that the
-patterns of this module, `comparison.py` and `casts.py` share: it aligns
-ranks (TOSA broadcasting needs equal ranks), makes scalar constants, and
-holds the exact floating-point building blocks several lowerings need
-(Veltkamp splitting and Dekker's error-free product, a correctly rounded
-division, an exact floor division). The second half is one pattern per
-TFL op.
+Expressions are built with `tfl2tosa.tosa.build.Elementwise`, which holds the
+exact floating-point building blocks the lowerings below need (Veltkamp
+splitting and Dekker's error-free product, a correctly rounded division, an
+exact floor division). This module adds the checks the patterns of this
+module, `comparison.py` and `casts.py` share, then one pattern per TFL op.
 
 Numerics (facts from the TFLite reference kernels and the TOSA 1.0
 specification; shared/research/LEGALIZATION.md sections 1, 3.4 and 5):
@@ -40,11 +38,8 @@ from legalize.common import (
     constant_value,
     element,
     fused_activation,
-    rank_aligned_shape,
     require_float,
     require_static,
-    reshape_to_rank,
-    scalar,
     tensor_type,
 )
 from legalize.registry import pattern
@@ -57,234 +52,17 @@ from tfl2tosa.ir.types import (
     bf16,
     f16,
     f32,
-    i1,
     i32,
     numpy_dtype,
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
-# Expression builder (candidate for legalize/common.py)
+# Helpers the patterns of this module, `comparison.py` and `casts.py` share
 
 _FLOAT_ELEMENTS = (f32, f16, bf16)
-
-# Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
-# splits a value into two halves whose products are exact (Dekker 1971).
-_SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
-
-
-def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """Numpy/TFLite broadcasting of right-aligned shapes."""
-    return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
-
-
-class Elementwise:
-    """Builds elementwise TOSA ops at one rank.
-
-    Operands of lower rank are reshaped with leading 1s (constants are
-    re-made with the new shape instead), scalars become `[1] * rank`
-    constants, and every result type is the broadcast of its operands.
-    """
-
-    def __init__(self, rw: Rewriter, rank: int) -> None:
-        self.rw = rw
-        self.rank = rank
-        self._splits: dict[int, tuple[Value, Value]] = {}
-
-    # -- operands and constants
-
-    def operand(self, value: Value) -> Value:
-        t = tensor_type(value)
-        array = constant_value(value)
-        if array is not None and len(t.shape) != self.rank:
-            shape = rank_aligned_shape(t.shape, self.rank)
-            return build.const(self.rw, np.asarray(array).reshape(shape), t.element)
-        return reshape_to_rank(self.rw, value, self.rank)
-
-    def const(self, value: float | bool, elem: ElementType) -> Value:
-        """A scalar constant of `elem`, shaped [1] * rank."""
-        return scalar(self.rw, value, elem, self.rank)
-
-    def like(self, value: float | bool, other: Value) -> Value:
-        """A scalar constant of `other`'s element type."""
-        return self.const(value, element(other))
-
-    def full(self, array: np.ndarray, elem: ElementType) -> Value:
-        return build.const(self.rw, np.asarray(array, dtype=numpy_dtype(elem)), elem)
-
-    # -- generic ops
-
-    def _type(self, values: Sequence[Value], elem: ElementType | None = None) -> TensorType:
-        shape = broadcast_shape(*(tensor_type(v).shape for v in values))
-        return TensorType(shape, element(values[0]) if elem is None else elem)
-
-    def binary(self, name: str, a: Value, b: Value, elem: ElementType | None = None,
-               **attrs: object) -> Value:
-        return build.op(self.rw, name, [a, b], self._type([a, b], elem), **attrs)
-
-    def unary(self, name: str, a: Value) -> Value:
-        return build.op(self.rw, name, [a], tensor_type(a))
-
-    # -- arithmetic (a, b already at this rank)
-
-    def add(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.add", a, b)
-
-    def sub(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.sub", a, b)
-
-    def mul(self, a: Value, b: Value) -> Value:
-        return build.mul(self.rw, a, b, 0, self._type([a, b]))
-
-    def intdiv(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.intdiv", a, b)
-
-    def maximum(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.maximum", a, b, nan_mode="PROPAGATE")
-
-    def minimum(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.minimum", a, b, nan_mode="PROPAGATE")
-
-    def pow(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.pow", a, b)
-
-    def abs(self, a: Value) -> Value:
-        return self.unary("tosa.abs", a)
-
-    def negate(self, a: Value) -> Value:
-        zp = build.zero_point(self.rw, 0, element(a))
-        zp_out = build.zero_point(self.rw, 0, element(a))
-        return build.op(self.rw, "tosa.negate", [a, zp, zp_out], tensor_type(a))
-
-    def floor(self, a: Value) -> Value:
-        return self.unary("tosa.floor", a)
-
-    def ceil(self, a: Value) -> Value:
-        return self.unary("tosa.ceil", a)
-
-    def reciprocal(self, a: Value) -> Value:
-        return self.unary("tosa.reciprocal", a)
-
-    def rsqrt(self, a: Value) -> Value:
-        return self.unary("tosa.rsqrt", a)
-
-    def cast(self, a: Value, elem: ElementType) -> Value:
-        if element(a) == elem:
-            return a
-        return build.cast(self.rw, a, elem)
-
-    # -- comparisons and logic (bool results)
-
-    def equal(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.equal", a, b, i1)
-
-    def greater(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.greater", a, b, i1)
-
-    def greater_equal(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.greater_equal", a, b, i1)
-
-    def less(self, a: Value, b: Value) -> Value:
-        return self.greater(b, a)
-
-    def logical_and(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.logical_and", a, b)
-
-    def logical_or(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.logical_or", a, b)
-
-    def logical_xor(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.logical_xor", a, b)
-
-    def logical_not(self, a: Value) -> Value:
-        return self.unary("tosa.logical_not", a)
-
-    def select(self, condition: Value, a: Value, b: Value) -> Value:
-        return build.op(self.rw, "tosa.select", [condition, a, b], self._type([condition, a, b],
-                                                                                element(a)))
-
-    # -- exact floating-point building blocks
-
-    def is_finite(self, a: Value) -> Value:
-        """x - x == 0 holds exactly for finite x (inf - inf and NaN give NaN)."""
-        return self.equal(self.sub(a, a), self.like(0.0, a))
-
-    def sign_bit(self, a: Value) -> Value:
-        """True where `a` is negative, including -0 (its reciprocal is -inf).
-
-        TOSA comparisons ignore the sign of zero, so x < 0 alone misses -0.
-        """
-        zero = self.like(0.0, a)
-        return self.logical_or(self.less(a, zero), self.less(self.reciprocal(a), zero))
-
-    def split(self, a: Value) -> tuple[Value, Value]:
-        """Veltkamp's split a = hi + lo, each half short enough that the
-        product of two halves is exact. Overflows (to NaN) for |a| above
-        max / factor, which callers detect with is_finite."""
-        key = id(a)
-        if key not in self._splits:
-            scaled = self.mul(a, self.like(_SPLIT_FACTOR[element(a).name], a))
-            hi = self.sub(scaled, self.sub(scaled, a))
-            self._splits[key] = hi, self.sub(a, hi)
-        return self._splits[key]
-
-    def two_product(self, a: Value, b: Value) -> tuple[Value, Value]:
-        """Dekker's error-free product: p + e == a * b exactly, p = RN(a * b)."""
-        p = self.mul(a, b)
-        a_hi, a_lo = self.split(a)
-        b_hi, b_lo = self.split(b)
-        e = self.sub(self.mul(a_hi, b_hi), p)
-        e = self.add(e, self.mul(a_hi, b_lo))
-        e = self.add(e, self.mul(a_lo, b_hi))
-        return p, self.add(e, self.mul(a_lo, b_lo))
-
-    def divide(self, x: Value, y: Value) -> Value:
-        """x / y correctly rounded (in all cases we could test), from RECIPROCAL.
-
-        q0 = x * (1/y) is within ~1.5 ulp. The residual x - q0*y is computed
-        exactly (Dekker's product; x - p is exact by Sterbenz's lemma since
-        p is close to x), and one Newton step q0 + residual/y then lands on
-        the correctly rounded quotient. Where that step is not finite
-        (y = 0, infinities, |q0| or |y| beyond max/4097 where the split
-        overflows) q0 is kept: it is the IEEE answer for the special cases
-        and within 1.5 ulp otherwise.
-        """
-        r = self.reciprocal(y)
-        q0 = self.mul(x, r)
-        p, e = self.two_product(q0, y)
-        residual = self.sub(self.sub(x, p), e)
-        q1 = self.add(q0, self.mul(residual, r))
-        return self.select(self.is_finite(q1), q1, q0)
-
-    def floor_division(self, x: Value, y: Value) -> tuple[Value, Value]:
-        """(floor(x / y), x - floor(x / y) * y) for floats, exact for |x / y| < 2^23.
-
-        f = floor(x * (1/y)) may be one off where x / y is within ~1.5 ulp of
-        an integer. The exact remainder x - f*y = d - e (d = x - p, e the
-        product's error, both exact whenever f is near x / y) tells: if it
-        has the sign opposite to y, f is one too big; if it is y or beyond,
-        one too small. The remainder is then corrected by y, rounding once,
-        as TFLite's `fmod(x, y) (+ y)` does (reference_ops::FloorMod).
-        """
-        zero = self.like(0.0, x)
-        f = self.floor(self.mul(x, self.reciprocal(y)))
-        p, e = self.two_product(f, y)
-        d = self.sub(x, p)
-        y_positive = self.greater(y, zero)
-        # too big: (d - e) has the sign opposite to y.
-        too_big = self.select(y_positive, self.less(d, e), self.greater(d, e))
-        # too small: (d - e) - y has y's sign or is zero; d - y is exact near y.
-        beyond = self.sub(d, y)
-        too_small = self.select(y_positive, self.greater_equal(beyond, e),
-                                self.greater_equal(e, beyond))
-        one = self.like(1.0, x)
-        quotient = self.select(too_big, self.sub(f, one),
-                               self.select(too_small, self.add(f, one), f))
-        remainder = self.sub(d, e)
-        remainder = self.select(too_big, self.add(remainder, y),
-                                self.select(too_small, self.sub(remainder, y), remainder))
-        return quotient, remainder
 
 
 def elementwise_for(rw: Rewriter, op: Op) -> Elementwise:
@@ -396,8 +174,8 @@ def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 @pattern("tfl.div", label="div_reciprocal", types=("f32", "f16"))
 def div_reciprocal(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """x * RECIPROCAL(y): two ops, within ~1.5 ulp (27% of random quotients are
-    not correctly rounded). Only used when the `div` pattern is disabled."""
+    """x * RECIPROCAL(y): two ops, within ~1.5 ulp (many quotients are not
+    correctly rounded). Only used when the `div` pattern is disabled."""
     if failed := check_types(op, FLOAT):
         return failed
     e, x, y = _binary_operands(op, rw)
@@ -749,5 +527,5 @@ def fill(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [build.op(rw, "tosa.tile", [scalar, build.const_shape(rw, t.shape)], t)]
 
 
-__all__ = ["Elementwise", "broadcast_shape", "check_types", "elementwise_for", "first_failure",
+__all__ = ["check_types", "elementwise_for", "first_failure",
            "is_float", "is_int32"]

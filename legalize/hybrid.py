@@ -62,7 +62,6 @@ import numpy as np
 
 from legalize.common import constant_value, fused_activation, is_none, tensor_type
 from legalize.conv import bias_operand
-from legalize.elementwise import Elementwise
 from legalize.gather import gather_along
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
@@ -81,6 +80,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # The vector code of tensor_utils quantizes this many values per step.
 VECTOR_BLOCK = 8
@@ -151,15 +151,6 @@ class QuantizedRows:
     zero_points: Value | None
 
 
-def _round_half_away(e: Elementwise, v: Value) -> Value:
-    """std::round, exactly: floor(|v|) + (frac >= 0.5), with v's sign."""
-    a = e.abs(v)
-    f = e.floor(a)
-    up = e.greater_equal(e.sub(a, f), e.like(0.5, v))
-    r = e.select(up, e.add(f, e.like(1.0, v)), f)
-    return e.select(e.less(v, e.like(0.0, v)), e.sub(e.like(0.0, v), r), r)
-
-
 def _round_vector_code(e: Elementwise, v: Value) -> Value:
     """tensor_utils' vector rounding: trunc(v + 0.5), or trunc(v - 0.5) for
     v < 0, the addition rounded to float (so 0.49999997 rounds to 1)."""
@@ -178,9 +169,9 @@ def _kernel_round(e: Elementwise, v: Value) -> Value:
     if vector_columns == n:
         return _round_vector_code(e, v)
     if vector_columns == 0:
-        return _round_half_away(e, v)
+        return e.round_half_away(v)
     in_vector = e.full((np.arange(n) < vector_columns).reshape(1, n), i1)
-    return e.select(in_vector, _round_vector_code(e, v), _round_half_away(e, v))
+    return e.select(in_vector, _round_vector_code(e, v), e.round_half_away(v))
 
 
 def _reduce(rw: Rewriter, name: str, x: Value) -> Value:
@@ -221,7 +212,7 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     use_low = e.less(e.add(e.like(128.0, x), e.abs(low_steps)),
                      e.add(e.like(127.0, x), e.abs(high_steps)))
     nudged = e.select(use_low, from_low, from_high)
-    nudged = build.clamp(rw, _round_half_away(e, nudged), -128.0, 127.0)
+    nudged = build.clamp(rw, e.round_half_away(nudged), -128.0, 127.0)
     tie = e.logical_and(e.equal(high, e.sub(zero, low)), e.logical_not(empty))
     nudged = e.select(tie, _tied_zero_point(e, span), nudged)
     zero_point_f = e.select(empty, zero, nudged)

@@ -38,7 +38,7 @@ from legalize.common import (
     tensor_type,
 )
 from legalize.conv import float_weights, require_float_activations
-from legalize.elementwise import Elementwise, first_failure
+from legalize.elementwise import first_failure
 from legalize.registry import known_custom_ops, pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -56,6 +56,7 @@ from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i32, is_quantized, numpy_dtype
 from tfl2tosa.passes.resource_variables import REASON_ATTR
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
 # Constants computed at conversion time
@@ -150,14 +151,6 @@ def nudged_range(low: float, high: float, num_bits: int) -> tuple[np.float32, ..
     return (quant_min - zero_point) * scale, (quant_max - zero_point) * scale, scale
 
 
-def _round_half_up(e: Elementwise, x: Value) -> Value:
-    """round(x) for x >= 0, half away from zero, exactly: floor(x) + (frac >= 1/2),
-    the fraction x - floor(x) being exact in floating point."""
-    whole = e.floor(x)
-    up = e.greater_equal(e.sub(x, whole), e.like(0.5, x))
-    return e.select(up, e.add(whole, e.like(1.0, x)), whole)
-
-
 @pattern("tfl.fake_quant", types=("f32",))
 def fake_quant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TFLite's FakeQuantizeArray: clamp to [nudged_min, nudged_max] (NaN gives
@@ -180,7 +173,8 @@ def fake_quant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     e = Elementwise(rw, len(shape_of(x)))
     clamped = build.clamp(rw, x, float(nudged_min), float(nudged_max), nan_mode="IGNORE")
     shifted = e.sub(clamped, e.like(float(nudged_min), x))
-    levels = _round_half_up(e, e.mul(shifted, e.like(float(np.float32(1) / scale), x)))
+    scaled = e.mul(shifted, e.like(float(np.float32(1) / scale), x))
+    levels = e.round_half_away_non_negative(scaled)
     return [e.add(e.mul(levels, e.like(float(scale), x)), e.like(float(nudged_min), x))]
 
 

@@ -435,7 +435,7 @@ def test_lowered_op_sequence():
     lower_quant_ops(module)
     names = [op.name for _, op in module.ops() if op.name != "tosa.const"]
     assert names == ["tosa.mul", "tosa.abs", "tosa.floor", "tosa.sub", "tosa.greater_equal",
-                     "tosa.add", "tosa.select", "tosa.greater_equal", "tosa.sub", "tosa.select",
+                     "tosa.add", "tosa.select", "tosa.greater", "tosa.sub", "tosa.select",
                      "tosa.add", "tosa.clamp", "tosa.cast", "tosa.cast", "quant.scast"]
     graph = module.main
     assert graph.outputs[0].name == "qcast"  # the final scast takes the cast's name

@@ -74,6 +74,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
 # gemmlowp fixed point (fixedpoint/fixedpoint.h) on whole numpy arrays, for a
@@ -503,12 +504,6 @@ def _i32(rw: Rewriter, values: np.ndarray | int) -> Value:
     return build.const(rw, np.asarray(values, dtype=np.int32).reshape(1, 1, -1), i32)
 
 
-def _elementwise(rw: Rewriter, name: str, a: Value, b: Value, **attrs: object) -> Value:
-    ta, tb = tensor_type(a), tensor_type(b)
-    shape = tuple(max(p, q) for p, q in zip(ta.shape, tb.shape))
-    return build.op(rw, name, [a, b], TensorType(shape, i32), **attrs)
-
-
 def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bound: int,
             out: ElementType, output_zp: int = 0) -> Value:
     """MultiplyByQuantizedMultiplier of each group of `width` columns by its scale
@@ -538,24 +533,9 @@ def _accumulator_bound(weights: np.ndarray, bias: np.ndarray | None = None,
     return int(column_sums.max(initial=0))
 
 
-def _saturate(rw: Rewriter, x: Value, low: int, high: int) -> Value:
-    """Clamp an i32 tensor (TOSA's CLAMP has no i32 mode: MAXIMUM then MINIMUM)."""
-    raised = _elementwise(rw, "tosa.maximum", x, _i32(rw, low), nan_mode="PROPAGATE")
-    return _elementwise(rw, "tosa.minimum", raised, _i32(rw, high), nan_mode="PROPAGATE")
-
-
-def _saturating_add(rw: Rewriter, a: Value, b: Value) -> Value:
+def _saturating_add(e: Elementwise, a: Value, b: Value) -> Value:
     """a + b clamped to int16, as i32 (the kernels' accumulate-and-saturate)."""
-    return _saturate(rw, _elementwise(rw, "tosa.add", a, b), -32768, 32767)
-
-
-def _shift_right_half_away(rw: Rewriter, x: Value, exponent: int) -> Value:
-    """gemmlowp RoundingDivideByPOT on i32 (half away from zero): ARITHMETIC_RIGHT_SHIFT
-    with round (half up) of x - 1 for negative x, x for the others."""
-    sign = _elementwise(rw, "tosa.arithmetic_right_shift", x, _i32(rw, 31), round=False)
-    adjusted = _elementwise(rw, "tosa.add", x, sign)
-    return _elementwise(rw, "tosa.arithmetic_right_shift", adjusted, _i32(rw, exponent),
-                        round=True)
+    return e.saturate(e.add(a, b), -32768, 32767)
 
 
 def _lookup(rw: Rewriter, tables: Value, x: Value, rows: Value) -> Value:
@@ -564,7 +544,7 @@ def _lookup(rw: Rewriter, tables: Value, x: Value, rows: Value) -> Value:
     says: one GATHER."""
     shape = tensor_type(x).shape
     count = int(np.prod(shape))
-    indices = build.reshape(rw, _elementwise(rw, "tosa.add", x, rows), (1, count))
+    indices = build.reshape(rw, Elementwise(rw, 3).add(x, rows), (1, count))
     gathered = build.op(rw, "tosa.gather", [tables, indices], TensorType((1, count, 1), i16))
     return build.reshape(rw, gathered, shape)
 
@@ -632,7 +612,7 @@ def input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> 
     acc = build.op(rw, "tosa.matmul", [flat, weights, build.zero_point(rw, p.input.zero_point, i8),
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, shape[0] * shape[1], columns), i32))
-    acc = _elementwise(rw, "tosa.add", acc, _i32(rw, p.bias))
+    acc = Elementwise(rw, 3).add(acc, _i32(rw, p.bias))
     gates = _scaled(rw, acc, p.input_scales, p.width,
                     _accumulator_bound(p.input_weights, p.bias), i16)
     widened = _widen(rw, build.reshape(rw, gates, (shape[0], shape[1], columns)))
@@ -643,26 +623,27 @@ def _with_peephole(rw: Rewriter, k: StepConstants, gate: str, pre: Value, c: Val
     """VectorBatchVectorCwiseProductAccumulate: pre + MBQM(w_c * c), saturated to int16
     (|w_c * c| <= 2^30)."""
     weights, scale = k.peephole[gate]
-    scaled = _scaled(rw, build.mul(rw, c, weights), (scale,), 1, 1 << 30, i32)
-    return _saturating_add(rw, pre, scaled)
+    e = Elementwise(rw, 3)
+    scaled = _scaled(rw, e.mul(c, weights), (scale,), 1, 1 << 30, i32)
+    return _saturating_add(e, pre, scaled)
 
 
 def _cell_update(rw: Rewriter, p: IntegerLstm, gate: dict[str, Value], c: Value) -> Value:
     """UpdateLstmCellInteger: sat16(RDBP(f * c, 15) + RDBP(i * g, 30 + cell_exponent)),
     clipped; as i32. CwiseMul casts each product to int16: with gates <= 32767 that
     changes nothing down to cell exponent -15 and wraps i * g below it."""
-    forget = _shift_right_half_away(rw, build.mul(rw, gate["forget"], c), 15)
+    e = Elementwise(rw, 3)
+    forget = e.shift_right_half_away(e.mul(gate["forget"], c), 15)
     if "input" in gate:
-        update = build.mul(rw, gate["input"], gate["cell"])
+        update = e.mul(gate["input"], gate["cell"])
     else:  # CIFG: Sub1Vector, input = 32767 - forget
-        complement = _elementwise(rw, "tosa.sub", _i32(rw, 32767), _widen(rw, gate["forget"]))
-        update = build.mul(rw, complement, _widen(rw, gate["cell"]))
-    update = _shift_right_half_away(rw, update, 30 + p.cell_exponent)
+        complement = e.sub(_i32(rw, 32767), _widen(rw, gate["forget"]))
+        update = e.mul(complement, _widen(rw, gate["cell"]))
+    update = e.shift_right_half_away(update, 30 + p.cell_exponent)
     if p.cell_exponent < -15:
         update = _widen(rw, build.cast(rw, update, i16))  # TOSA's narrowing CAST wraps
     bound = p.cell_clip or 32767
-    return _saturate(rw, _elementwise(rw, "tosa.add", forget, update),
-                     -bound if p.cell_clip else -32768, bound)
+    return e.saturate(e.add(forget, update), -bound if p.cell_clip else -32768, bound)
 
 
 def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: Value,
@@ -681,13 +662,14 @@ def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: V
     # (and adds hidden_zp times the row sums to the projection's bias).
     scaled = build.rescale(rw, product, multiplier, shift, 0, 0,
                            TensorType((1, batch, p.width), i32), rounding_mode=DOUBLE_ROUND)
-    shifted = _elementwise(rw, "tosa.add", scaled, _i32(rw, -p.hidden.zero_point))
-    hidden = build.cast(rw, _saturate(rw, shifted, -128, 127), i8)
+    e = Elementwise(rw, 3)
+    shifted = e.add(scaled, _i32(rw, -p.hidden.zero_point))
+    hidden = build.cast(rw, e.saturate(shifted, -128, 127), i8)
     proj = p.projection
     acc = build.op(rw, "tosa.matmul", [hidden, k.projection, build.zero_point(rw, 0, i8),
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, batch, p.output_width), i32))
-    acc = _elementwise(rw, "tosa.add", acc, _i32(rw, proj.bias))
+    acc = e.add(acc, _i32(rw, proj.bias))
     projected = _scaled(rw, acc, (proj.scale,), p.output_width,
                         _accumulator_bound(proj.weights, proj.bias, 128), out,
                         p.output_state.zero_point)
@@ -705,7 +687,7 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
                          TensorType((1, batch, columns), i32))
     recurrent = _scaled(rw, recurrent, p.recurrent_scales, p.width, k.recurrent_bound, i32)
     # MatrixBatchVectorMultiplyAccumulate adds to the gate and saturates to int16.
-    total = _saturating_add(rw, product, recurrent)
+    total = _saturating_add(Elementwise(rw, 3), product, recurrent)
     column = {name: i * p.width for i, name in enumerate(p.gates)}
     if p.peephole is not None:  # input and forget gates see the previous cell state
         parts = [_columns(rw, total, column[g], p.width) for g in p.gates]

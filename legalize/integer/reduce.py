@@ -41,8 +41,9 @@ from legalize.quantized import (
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import UniformQuantized, f32, i1, i32
+from tfl2tosa.ir.types import UniformQuantized, f32, i32
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 
 def reduced_axes(op: Op, rank: int) -> list[int] | Failure:
@@ -118,32 +119,6 @@ _SUM_BOUND = float(1 << 20)
 _UNIT_MULTIPLIER, _UNIT_SHIFT = 1 << 30, 30
 
 
-def _f32_const(rw: Rewriter, value: float, rank: int) -> Value:
-    return build.const(rw, np.full((1,) * rank, value, dtype=np.float32))
-
-
-def _f32_binary(rw: Rewriter, name: str, a: Value, b: Value) -> Value:
-    return build.op(rw, name, [a, b], tensor_type(a))
-
-
-def _round_half_away(rw: Rewriter, v: Value) -> Value:
-    """std::round on f32 exactly: t = trunc(v) (FLOOR or CEIL by sign), then +-1
-    where the fraction v - t (exact in float) reaches +-0.5."""
-    t = tensor_type(v)
-    rank = len(t.shape)
-    flags = t.with_element(i1)
-    zero, half = _f32_const(rw, 0.0, rank), _f32_const(rw, 0.5, rank)
-    non_negative = build.op(rw, "tosa.greater_equal", [v, zero], flags)
-    truncated = build.op(rw, "tosa.select", [
-        non_negative, build.op(rw, "tosa.floor", [v], t), build.op(rw, "tosa.ceil", [v], t)], t)
-    fraction = _f32_binary(rw, "tosa.sub", v, truncated)
-    up = build.op(rw, "tosa.greater_equal", [fraction, half], flags)
-    down = build.op(rw, "tosa.greater_equal", [_f32_const(rw, -0.5, rank), fraction], flags)
-    step = build.op(rw, "tosa.select", [down, _f32_const(rw, -1.0, rank), zero], t)
-    step = build.op(rw, "tosa.select", [up, _f32_const(rw, 1.0, rank), step], t)
-    return _f32_binary(rw, "tosa.add", truncated, step)
-
-
 def sum_scale_and_bias(in_scale: float, in_zero_point: int, out_scale: float,
                        count: int) -> tuple[np.float32, np.float32]:
     """TFLite's float32 `scale` and `bias` of the quantized SUM (see module doc)."""
@@ -178,12 +153,12 @@ def _rounded_sum(rw: Rewriter, stored: Value, axes: list[int], scale: np.float32
         kept[axis] = 1
         total = build.op(rw, "tosa.reduce_sum", [total], tensor_type(total).with_shape(
             tuple(kept)), axis=axis)
-    rank = len(kept)
-    real = build.cast(rw, total, f32)
-    real = build.mul(rw, real, _f32_const(rw, float(scale), rank))
-    real = _f32_binary(rw, "tosa.add", real, _f32_const(rw, float(bias), rank))
-    rounded = build.clamp(rw, _round_half_away(rw, real), -_SUM_BOUND, _SUM_BOUND)
-    return build.cast(rw, rounded, i32)
+    e = Elementwise(rw, len(kept))
+    real = e.cast(total, f32)
+    real = e.mul(real, e.const(float(scale), f32))
+    real = e.add(real, e.const(float(bias), f32))
+    rounded = build.clamp(rw, e.round_half_away(real), -_SUM_BOUND, _SUM_BOUND)
+    return e.cast(rounded, i32)
 
 
 def _with_zero_point(rw: Rewriter, integral: Value, out: UniformQuantized,

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from legalize.common import constant_value, scalar
+from legalize.common import constant_value
 from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
 from legalize.quantized import SINGLE_ROUND, rescale_by_multiplier
 from legalize.registry import pattern
@@ -54,6 +54,7 @@ from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, UniformQuantized, i8, i16, i32
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # TFLite's source-coordinate grid: 1/1024 of an input pixel (10 fraction bits).
 GRID = 1 << 10
@@ -129,39 +130,25 @@ def _resize_sum(rw: Rewriter, x: Value, out_shape: tuple[int, ...], rows: GridAx
                     mode="BILINEAR")
 
 
-def _binary(rw: Rewriter, name: str, a: Value, b: Value | int, **attrs: object) -> Value:
-    """An elementwise op on i32 `a`; an int `b` becomes a broadcast constant."""
-    t = tensor_type(a)
-    if isinstance(b, int):
-        b = scalar(rw, b, i32, len(t.shape))
-    return build.op(rw, name, [a, b], t, **attrs)
-
-
-def _int16_planes(rw: Rewriter, x: Value) -> tuple[Value, Value]:
+def _int16_planes(e: Elementwise, x: Value) -> tuple[Value, Value]:
     """int16 `x` as int8 planes (h, m) with x = 256 * h + m + 128."""
-    t = tensor_type(x).with_element(i16)
-    high = build.op(rw, "tosa.arithmetic_right_shift",
-                    [x, build.const(rw, np.full((1,) * 4, 8, dtype=np.int16), i16)], t,
-                    round=False)
+    high = e.binary("tosa.arithmetic_right_shift", x, e.const(8, i16), i16, round=False)
     # CAST to int8 keeps the low byte (integer narrowing truncates): the low
     # byte of x ^ 0x80 read as signed is (x & 255) - 128.
-    flipped = build.op(rw, "tosa.bitwise_xor",
-                       [x, build.const(rw, np.full((1,) * 4, 0x80, dtype=np.int16), i16)], t)
-    return build.cast(rw, high, i8), build.cast(rw, flipped, i8)
+    flipped = e.binary("tosa.bitwise_xor", x, e.const(0x80, i16), i16)
+    return e.cast(high, i8), e.cast(flipped, i8)
 
 
-def _round_int16_sum(rw: Rewriter, high_sum: Value, low_sum: Value) -> Value:
+def _round_int16_sum(e: Elementwise, high_sum: Value, low_sum: Value) -> Value:
     """round_half_away((256 * Ah + Am + 2^27) / 2^20) in i32 (module docstring)."""
-    q = _binary(rw, "tosa.arithmetic_right_shift", high_sum, 12, round=False)
-    r = _binary(rw, "tosa.bitwise_and", high_sum, (1 << 12) - 1)
-    b = _binary(rw, "tosa.add", _binary(rw, "tosa.logical_left_shift", r, 8), low_sum)
-    b = _binary(rw, "tosa.add", b, 1 << 27)
-    floor = _binary(rw, "tosa.add", q,
-                    _binary(rw, "tosa.arithmetic_right_shift", b, 20, round=False))
-    negative = _binary(rw, "tosa.arithmetic_right_shift", floor, 31, round=False)  # 0 or -1
-    nudged = _binary(rw, "tosa.add", _binary(rw, "tosa.add", b, 1 << 19), negative)
-    return _binary(rw, "tosa.add", q,
-                   _binary(rw, "tosa.arithmetic_right_shift", nudged, 20, round=False))
+    q = e.shift_right(high_sum, 12)
+    r = e.bitwise_and(high_sum, (1 << 12) - 1)
+    b = e.add(e.shift_left(r, 8), low_sum)
+    b = e.add(b, 1 << 27)
+    floor = e.add(q, e.shift_right(b, 20))
+    negative = e.shift_right(floor, 31)  # 0 or -1
+    nudged = e.add(e.add(b, 1 << 19), negative)
+    return e.add(q, e.shift_right(nudged, 20))
 
 
 @pattern("tfl.resize_bilinear", kind="integer", label="resize_bilinear_int",
@@ -181,8 +168,9 @@ def resize_bilinear_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
         total = _resize_sum(rw, x, out_shape, rows, cols)
         return [rescale_by_multiplier(rw, total, [HALF_AWAY_MULTIPLIER], [HALF_AWAY_SHIFT],
                                       q_out, input_zp=0, output_zp=0, rounding=SINGLE_ROUND)]
-    high, low = _int16_planes(rw, x)
-    rounded = _round_int16_sum(rw, _resize_sum(rw, high, out_shape, rows, cols),
+    e = Elementwise(rw, 4)
+    high, low = _int16_planes(e, x)
+    rounded = _round_int16_sum(e, _resize_sum(rw, high, out_shape, rows, cols),
                                _resize_sum(rw, low, out_shape, rows, cols))
     return [rescale_by_multiplier(rw, rounded, [1 << 30], [30], q_out, input_zp=0,
                                   output_zp=0, rounding=SINGLE_ROUND)]

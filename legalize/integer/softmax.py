@@ -46,6 +46,7 @@ from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, UniformQuantized, f32, i8, i16, i32
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # Integer bits of the Q12.19 sum of exponentials (kAccumulationIntegerBits).
 ACCUMULATION_INTEGER_BITS = 12
@@ -68,24 +69,14 @@ def exp_byte_tables(multiplier: int, left_shift: int, diff_min: int) -> list[np.
     return [t.astype(np.int8) for t in tables]
 
 
-def _const(rw: Rewriter, value: int, rank: int) -> Value:
-    return build.const(rw, np.full((1,) * rank, value, dtype=np.int32), i32)
-
-
-def _binary(rw: Rewriter, name: str, a: Value, b: Value, **attrs: object) -> Value:
-    ta, tb = a.type, b.type
-    shape = tuple(max(p, q) for p, q in zip(ta.shape, tb.shape))
-    return build.op(rw, name, [a, b], TensorType(shape, i32), **attrs)
-
-
-def _srdhm(rw: Rewriter, a: Value, b: Value) -> Value:
+def _srdhm(e: Elementwise, a: Value, b: Value) -> Value:
     """SaturatingRoundingDoublingHighMul as MUL with shift 31 (no INT32_MIN^2 here)."""
-    return build.mul(rw, a, b, shift=31, result_type=TensorType(
-        tuple(max(p, q) for p, q in zip(a.type.shape, b.type.shape)), i32))
+    return e.mul(a, b, shift=31)
 
 
-def _exponentials(rw: Rewriter, diff: Value, tables: list[np.ndarray]) -> Value:
+def _exponentials(e: Elementwise, diff: Value, tables: list[np.ndarray]) -> Value:
     """E(d) as i32 from the four byte tables."""
+    rw = e.rw
     index = rescale(rw, diff, 1.0, i8, input_zp=0, output_zp=_INDEX_OFFSET,
                     rounding=SINGLE_ROUND)
     looked_up = [build.op(rw, "tosa.table", [index, build.const(rw, table, i8)],
@@ -93,35 +84,28 @@ def _exponentials(rw: Rewriter, diff: Value, tables: list[np.ndarray]) -> Value:
     # Bytes 0-2: (t + 128) * 2^(8k), the +128 as input zero point -128.
     parts = [rescale(rw, looked_up[k], float(1 << (8 * k)), i32, input_zp=-128, output_zp=0,
                      rounding=SINGLE_ROUND) for k in range(3)]
-    rank = len(diff.type.shape)
-    parts.append(build.mul(rw, build.cast(rw, looked_up[3], i32), _const(rw, 1 << 24, rank)))
-    return _binary(rw, "tosa.add", _binary(rw, "tosa.add", parts[0], parts[1]),
-                   _binary(rw, "tosa.add", parts[2], parts[3]))
+    parts.append(e.mul(e.cast(looked_up[3], i32), e.const(1 << 24, i32)))
+    return e.add(e.add(parts[0], parts[1]), e.add(parts[2], parts[3]))
 
 
-def _reciprocal(rw: Rewriter, total: Value) -> tuple[Value, Value]:
+def _reciprocal(e: Elementwise, total: Value) -> tuple[Value, Value]:
     """(gemmlowp scale of 1 / total, CLZ(total)) per row, as TFLite's GetReciprocal."""
-    rank = len(total.type.shape)
-    clz = build.op(rw, "tosa.clz", [total], total.type)
-    normalized = _binary(rw, "tosa.logical_left_shift", total, clz)
+    clz = e.unary("tosa.clz", total)
+    normalized = e.shift_left(total, clz)
     # (sum << clz) - 2^31: clear the top bit, which the shift set.
-    a = _binary(rw, "tosa.bitwise_and", normalized, _const(rw, INT32_MAX, rank))
+    a = e.bitwise_and(normalized, e.const(INT32_MAX, i32))
     # RoundingHalfSum(a, One) = (a + 2^31 - 1 + 1) / 2 = (a >> 1) + 2^30 for a >= 0.
-    half_denominator = _binary(rw, "tosa.add", _binary(
-        rw, "tosa.arithmetic_right_shift", a, _const(rw, 1, rank), round=False),
-        _const(rw, 1 << 30, rank))
-    x = _binary(rw, "tosa.add", _const(rw, _48_OVER_17, rank),
-                _srdhm(rw, half_denominator, _const(rw, _NEG_32_OVER_17, rank)))
+    half_denominator = e.add(e.shift_right(a, e.const(1, i32)), e.const(1 << 30, i32))
+    x = e.add(e.const(_48_OVER_17, i32),
+              _srdhm(e, half_denominator, e.const(_NEG_32_OVER_17, i32)))
     for _ in range(3):
-        error = _binary(rw, "tosa.sub", _const(rw, _ONE_Q2_29, rank),
-                        _srdhm(rw, half_denominator, x))
+        error = e.sub(e.const(_ONE_Q2_29, i32), _srdhm(e, half_denominator, x))
         # Rescale<2> of a Q4.27 product: times 4 (the product is far from saturating).
-        correction = build.mul(rw, _srdhm(rw, x, error), _const(rw, 4, rank))
-        x = _binary(rw, "tosa.add", x, correction)
+        correction = e.mul(_srdhm(e, x, error), e.const(4, i32))
+        x = e.add(x, correction)
     # Rescale<0>(ExactMulByPot<-1>(x)): 2x saturated, as x + min(x, INT32_MAX - x).
-    headroom = _binary(rw, "tosa.sub", _const(rw, INT32_MAX, rank), x)
-    scale = _binary(rw, "tosa.add", x, _binary(rw, "tosa.minimum", x, headroom,
-                                               nan_mode="PROPAGATE"))
+    headroom = e.sub(e.const(INT32_MAX, i32), x)
+    scale = e.add(x, e.minimum(x, headroom))
     return scale, clz
 
 
@@ -141,29 +125,26 @@ def softmax_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
                        f"(scale 1/2^{out_bits}, zero point {out_min})")
     beta = float(np.float32(op.attrs.get("beta", 1.0)))
     multiplier, left_shift, diff_min = softmax_input_scaling(beta, x_type.scale)
-    rank = len(shape)
-    axis = rank - 1
+    e = Elementwise(rw, len(shape))
+    axis = e.rank - 1
     x = rescale_to_i32(rw, op.operands[0], input_zp=0)
     row_shape = (*shape[:-1], 1)
     row_max = build.op(rw, "tosa.reduce_max", [x], TensorType(row_shape, i32), axis=axis,
                        nan_mode="PROPAGATE")
-    diff = _binary(rw, "tosa.sub", x, row_max)
-    exps = _exponentials(rw, diff, exp_byte_tables(multiplier, left_shift, diff_min))
-    scaled_exps = _binary(rw, "tosa.arithmetic_right_shift", exps,
-                          _const(rw, ACCUMULATION_INTEGER_BITS, rank), round=True)
+    diff = e.sub(x, row_max)
+    exps = _exponentials(e, diff, exp_byte_tables(multiplier, left_shift, diff_min))
+    scaled_exps = e.shift_right(exps, e.const(ACCUMULATION_INTEGER_BITS, i32), round=True)
     total = build.op(rw, "tosa.reduce_sum", [scaled_exps], TensorType(row_shape, i32),
                      axis=axis)
-    scale, clz = _reciprocal(rw, total)
+    scale, clz = _reciprocal(e, total)
     # RoundingDivideByPOT by num_bits_over_unit + 31 - bits = (12 + 31 - bits) - clz.
-    exponent = _binary(rw, "tosa.sub",
-                       _const(rw, ACCUMULATION_INTEGER_BITS + 31 - out_bits, rank), clz)
-    unsaturated = _binary(rw, "tosa.arithmetic_right_shift", _srdhm(rw, scale, exps),
-                          exponent, round=True)
+    exponent = e.sub(e.const(ACCUMULATION_INTEGER_BITS + 31 - out_bits, i32), clz)
+    unsaturated = e.shift_right(_srdhm(e, scale, exps), exponent, round=True)
     # + out_min and clamp: a unit RESCALE saturates, adding the zero point for int8;
     # int16 zero points must be 0 in RESCALE, so -32768 is added before.
     if out_bits == 8:
         return [rescale(rw, unsaturated, 1.0, out_type, input_zp=0, rounding=SINGLE_ROUND)]
-    shifted = _binary(rw, "tosa.add", unsaturated, _const(rw, out_min, rank))
+    shifted = e.add(unsaturated, e.const(out_min, i32))
     return [rescale(rw, shifted, 1.0, out_type, input_zp=0, output_zp=0,
                     rounding=SINGLE_ROUND)]
 
@@ -197,14 +178,12 @@ def softmax_int16_tables(float_type: type = np.float64) -> tuple[np.ndarray, np.
     return exp_table, reciprocal_table
 
 
-def _lut_lookup(rw: Rewriter, x: Value, table: np.ndarray) -> Value:
+def _lut_lookup(e: Elementwise, x: Value, table: np.ndarray) -> Value:
     """TFLite's int16 LUTLookup: TOSA TABLE (base << 7 + slope * frac) then the
     rounding shift by 7 TFLite applies to the interpolation."""
-    rank = len(x.type.shape)
-    looked_up = build.op(rw, "tosa.table", [x, build.const(rw, table, i16)],
+    looked_up = build.op(e.rw, "tosa.table", [x, build.const(e.rw, table, i16)],
                          x.type.with_element(i32))
-    return _binary(rw, "tosa.arithmetic_right_shift", looked_up, _const(rw, 7, rank),
-                   round=True)
+    return e.shift_right(looked_up, e.const(7, i32), round=True)
 
 
 @pattern("tfl.softmax", kind="integer", label="softmax_int16", types=("i16",))
@@ -232,13 +211,13 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
     beta = np.float32(op.attrs.get("beta", 1.0))
     diff_scale = float(np.float32(x_type.scale) * beta) / (_EXP_LUT_RANGE / _INT16_RANGE)
     exp_table, reciprocal_table = softmax_int16_tables()
-    rank = len(shape)
-    axis = rank - 1
+    e = Elementwise(rw, len(shape))
+    axis = e.rank - 1
     row_shape = (*shape[:-1], 1)
     x = build.cast(rw, op.operands[0], i32)
     row_max = build.op(rw, "tosa.reduce_max", [x], TensorType(row_shape, i32), axis=axis,
                        nan_mode="PROPAGATE")
-    diff = _binary(rw, "tosa.sub", x, row_max)
+    diff = e.sub(x, row_max)
     multiplier, exponent = tflite_quantize_multiplier(diff_scale)
     if exponent > 0 and _LARGEST_DIFF >= 1 << max(30 - exponent, 0):
         # Past RESCALE's input range for shift 31 - exponent: TFLite computes
@@ -250,23 +229,20 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
         scaled = rescale(rw, diff, diff_scale, i32, input_zp=0, output_zp=0,
                          rounding=rounding_mode(op.name))
     # + 32767 and saturation to int16 (a unit RESCALE to i16 saturates).
-    symmetric = rescale(rw, _binary(rw, "tosa.add", scaled, _const(rw, 32767, rank)), 1.0,
+    symmetric = rescale(rw, e.add(scaled, e.const(32767, i32)), 1.0,
                         i16, input_zp=0, output_zp=0, rounding=SINGLE_ROUND)
-    exps = _lut_lookup(rw, symmetric, exp_table)
+    exps = _lut_lookup(e, symmetric, exp_table)
     total = build.op(rw, "tosa.reduce_sum", [exps], TensorType(row_shape, i32), axis=axis)
-    clz = build.op(rw, "tosa.clz", [total], total.type)
-    normalized = _binary(rw, "tosa.logical_left_shift", total,
-                         _binary(rw, "tosa.sub", clz, _const(rw, 1, rank)))
-    shifted_sum = _binary(rw, "tosa.arithmetic_right_shift", normalized, _const(rw, 14, rank),
-                          round=True)
+    clz = e.unary("tosa.clz", total)
+    normalized = e.shift_left(total, e.sub(clz, e.const(1, i32)))
+    shifted_sum = e.shift_right(normalized, e.const(14, i32), round=True)
     # (sum - 1) recentred from [0, 65535] to int16: minus 2^15 + 2^16. A sum just
     # below a power of two (2^18 - 1) rounds up to 2^17 here, recentred 32768,
     # which TFLite saturates to 32767 (CAST would wrap it to -32768).
-    recentred = _binary(rw, "tosa.sub", shifted_sum, _const(rw, (1 << 15) + (1 << 16), rank))
-    centred = build.cast(rw, _binary(rw, "tosa.minimum", recentred, _const(rw, 32767, rank),
-                                     nan_mode="PROPAGATE"), i16)
-    reciprocal = _lut_lookup(rw, centred, reciprocal_table)
-    product = build.mul(rw, exps, reciprocal, result_type=TensorType(shape, i32))
-    right_shift = _binary(rw, "tosa.sub", _const(rw, 31, rank), clz)
-    result = _binary(rw, "tosa.arithmetic_right_shift", product, right_shift, round=True)
+    recentred = e.sub(shifted_sum, e.const((1 << 15) + (1 << 16), i32))
+    centred = e.cast(e.minimum(recentred, e.const(32767, i32)), i16)
+    reciprocal = _lut_lookup(e, centred, reciprocal_table)
+    product = e.mul(exps, reciprocal)
+    right_shift = e.sub(e.const(31, i32), clz)
+    result = e.shift_right(product, right_shift, round=True)
     return [rescale(rw, result, 1.0, out_type, input_zp=0, output_zp=0, rounding=SINGLE_ROUND)]
