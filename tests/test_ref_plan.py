@@ -117,7 +117,7 @@ def test_errors_found_while_compiling_are_raised_when_the_op_runs():
     bad = graph.append(Op("tosa.add", [x, x], [TensorType((1,), I8)], loc="bad"))
     graph.set_outputs([bad.result])
     compiled = reference_model.compile(graph)
-    with pytest.raises(SpecErrorIf, match="no type mode of ADD"):
+    with pytest.raises(SpecErrorIf, match="no TOSA 1.0 type mode of ADD"):
         compiled.run([np.int8([1])])
 
 
