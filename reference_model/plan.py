@@ -1,7 +1,8 @@
 """Execution plans: a graph compiled once into a list of steps over numbered slots.
 
 Compiling does, once per graph, everything that does not depend on the data:
-the op's specification name and kernel, the type-mode ERROR_IF check, each
+the op's specification name and kernel, the type-mode ERROR_IF check (the
+rules of `tfl2tosa.tosa.rules`, which the verifier applies too), each
 operand's and result's slot (a list index instead of a dict lookup), the dtype
 and shape every result must have, and the values of CONST and CONST_SHAPE ops,
 which are computed at compile time and sit in their slots before a run starts.
