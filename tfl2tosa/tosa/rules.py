@@ -719,6 +719,23 @@ def table_problems(in_t: str, table: Sequence[int]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
+# Control flow and variables
+
+
+def condition_problem(what: str, shape: Sequence[int]) -> str | None:
+    """COND_IF's condition and WHILE_LOOP's cond_graph result hold one boolean."""
+    if known(*shape) and _elements(shape) != 1:
+        return f"{what} must have one element, got shape {list(shape)}"
+    return None
+
+
+def initial_value_problem(name: str, shape: Sequence[int], var_shape: Sequence[int]
+                          ) -> str | None:
+    """VARIABLE's initial_value has the variable's shape."""
+    return shape_problem(f"initial_value of variable {name!r}", shape, var_shape)
+
+
+# ---------------------------------------------------------------------------
 # RESCALE
 
 
