@@ -210,6 +210,14 @@ def type_mode_problem(opdef: OpDef, input_types: Sequence[Type],
     return refine_modes(opdef, candidates, attrs, bound)[1]
 
 
+# The attributes that take part in binding a type mode: RESCALE's scale32 gives
+# the multiplier's type, acc_type and RESIZE's mode choose among the modes,
+# VARIABLE's type binds in_t. By IR op name, for the ops that have any.
+BINDING_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    opdef.mlir: names for opdef in BY_MLIR.values()
+    if (names := tuple(a.name for a in opdef.attrs
+                       if a.name in ("scale32", "acc_type", "mode", "type")))}
+
 
 # ---------------------------------------------------------------------------
 # Shapes
@@ -786,11 +794,3 @@ def rescale_count_problems(x: Sequence[int] | None, per_channel: bool,
             for name, s in counts
             if s is not None and len(s) == 1 and known(s[0], channels) and s[0] != channels]
 
-
-# The attributes that take part in binding a type mode: RESCALE's scale32 gives
-# the multiplier's type, acc_type and RESIZE's mode choose among the modes,
-# VARIABLE's type binds in_t. By IR op name, for the ops that have any.
-BINDING_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    opdef.mlir: names for opdef in BY_MLIR.values()
-    if (names := tuple(a.name for a in opdef.attrs
-                       if a.name in ("scale32", "acc_type", "mode", "type")))}
