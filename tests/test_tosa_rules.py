@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from tosa_graphs import build_case
 
@@ -43,6 +44,12 @@ def _tile_multiples(case, op):
     op.operands[1].owner.attrs["values"] = [0, 1]
 
 
+def _two_zero_points(case, op):
+    zp = op.operands[1].owner
+    zp.attrs["values"] = np.zeros(2, zp.attrs["values"].dtype)
+    zp.results[0].type = TensorType((2,), zp.results[0].type.element)
+
+
 CASES = [
     ("rescale_multiplier_type", "RESCALE", "8-bit to 8-bit", _set_attr("scale32", False),
      "multiplier must be i16 when scale32 is False"),
@@ -58,6 +65,8 @@ CASES = [
     ("tile_multiples", "TILE", "fp32", _tile_multiples, "multiples [0, 1] must be positive"),
     ("transpose_perms", "TRANSPOSE", "fp32", _set_attr("perms", [0, 0]),
      "is not a permutation"),
+    ("negate_zero_point_values", "NEGATE", "signed 8", _two_zero_points,
+     "'input1_zp' must have shape [1] (one value), got [2]"),
 ]
 
 

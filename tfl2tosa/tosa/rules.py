@@ -183,7 +183,7 @@ def one_value_problem(arg: Arg, value_type: Type) -> str | None:
     not hold one value."""
     if arg.shape == "[1]" and isinstance(value_type, TensorType) and value_type.is_static \
             and value_type.num_elements != 1:
-        return f"{arg.name} has shape {list(value_type.shape)}, must hold one value"
+        return f"{arg.name!r} must have shape [1] (one value), got {list(value_type.shape)}"
     return None
 
 

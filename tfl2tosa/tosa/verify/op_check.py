@@ -95,9 +95,9 @@ class OpCheck:
                         wanted = str(low) if low == high else f"{low}..{high}"
                         self.error(f"{what} {arg.name!r} must have rank {wanted}, "
                                    f"got {value.type}")
-                if arg.shape == "[1]" and shape is not None and len(shape) == 1 \
-                        and known(shape[0]) and shape[0] != 1:
-                    self.error(f"{what} {arg.name!r} must have shape [1], got {value.type}")
+                problem = rules.one_value_problem(arg, value.type)
+                if problem:
+                    self.error(f"{what} {problem}")
 
     def check_constants(self) -> None:
         """Compile-time-constant operands come from tosa.const / tosa.const_shape."""
