@@ -13,11 +13,13 @@ from legalize.integer import MODULES as INTEGER_MODULES
 from legalize.registry import LABELS, PATTERNS, pattern
 
 # Family modules, each registering its patterns on import (explicit list).
-# Their order is the order the patterns of one op are tried in (the index
-# records it); "integer" stands for the modules of `legalize.integer`. It
-# matters only where two patterns accept the same op: type-generic ("any")
-# data movement before the uint8 wrappers, those before the integer
-# patterns, and integer patterns before the float ones of the later modules.
+# The driver hands an op only to the patterns whose kind serves it (see
+# `legalize.registry`); among those, this order is the order they are tried
+# in (the index records it); "integer" stands for the modules of
+# `legalize.integer`. It matters only where two patterns serve the same op:
+# hybrid patterns before the float ones that dequantize the same weights,
+# type-generic ("any") data movement before the uint8 wrappers, and those
+# before the integer patterns.
 MODULES = (
     "activations",
     "calls",

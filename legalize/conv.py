@@ -198,7 +198,7 @@ def _conv(rw: Rewriter, name: str, x: Value, weights: Value, bias: Value, result
                     acc_type=FLOAT_ACC_TYPE, **attrs)
 
 
-@pattern("tfl.conv_2d")
+@pattern("tfl.conv_2d", weights=(1,))
 def conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CONV2D (filter OHWI as TOSA), SAME/VALID pads, bias zeros when absent.
 
@@ -234,7 +234,7 @@ def conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return with_fused_activation(rw, op, conv)
 
 
-@pattern("tfl.depthwise_conv_2d")
+@pattern("tfl.depthwise_conv_2d", weights=(1,))
 def depthwise_conv_2d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """DEPTHWISE_CONV2D; the TFLite filter [1, KH, KW, C*M] is the TOSA weight
     [KH, KW, C, M] reshaped (output channel c*M + m in both)."""
@@ -275,7 +275,7 @@ def transposed_channels_refusal(op: Op, channels_out: int, channels_in: int) -> 
     return None
 
 
-@pattern("tfl.transpose_conv")
+@pattern("tfl.transpose_conv", weights=(1,))
 def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TRANSPOSE_CONV2D with out_pad = -(TFLite's pad) before and whatever makes
     the requested output size after (reference_ops::TransposeConv writes input
@@ -303,7 +303,7 @@ def transpose_conv(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return with_fused_activation(rw, op, conv)
 
 
-@pattern("tfl.conv_3d")
+@pattern("tfl.conv_3d", weights=(1,))
 def conv_3d(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CONV3D; the TFLite filter DHWIO is transposed to TOSA's ODHWI."""
     if (failure := require_float_activations(op, weights=(1,))) is not None:
@@ -339,7 +339,7 @@ def zero_inserted(rw: Rewriter, x: Value, axis: int, stride: int) -> Value:
     return build.reshape(rw, spread, shape)
 
 
-@pattern("tfl.conv_3d_transpose")
+@pattern("tfl.conv_3d_transpose", weights=(1,))
 def conv_3d_transpose(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A transposed 3-D convolution as a forward CONV3D (TOSA has no
     TRANSPOSE_CONV3D): insert stride - 1 zeros between input elements, then
@@ -392,7 +392,7 @@ def conv_3d_transpose(op: Op, rw: Rewriter) -> list[Value] | Failure:
 # Matrix products
 
 
-@pattern("tfl.fully_connected")
+@pattern("tfl.fully_connected", weights=(1,))
 def fully_connected(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A 1x1 CONV2D: input [..., IC] -> [rows, 1, 1, IC], weights [OC, IC] ->
     [OC, 1, 1, IC] (CONV2D takes the bias, which MATMUL would not), then the
@@ -486,7 +486,7 @@ def matmul_operands(rw: Rewriter, op: Op, x: Value, y: Value
     return lhs, rhs, (batch_size, m_rows, n)
 
 
-@pattern("tfl.batch_matmul")
+@pattern("tfl.batch_matmul", weights=(1,))
 def batch_matmul(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """MATMUL on rank 3 (`matmul_operands`). f16 multiplies with f32
     accumulation (MATMUL's f16 x f16 -> f32 mode) and CASTs back."""

@@ -479,7 +479,7 @@ def _svdf_activation(rw: Rewriter, x: Value, name: str | None) -> Value | Failur
     return fused_activation(rw, x, name)
 
 
-@pattern("tfl.svdf", types=("f32",))
+@pattern("tfl.svdf", types=("f32",), weights=(1, 2))
 def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One SVDF step (kernels/internal/reference/svdf.h EvalFloatSVDF) from the
     state operand, which holds [batch, filters, memory] in TFLite's layout:
