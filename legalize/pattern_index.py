@@ -33,9 +33,9 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'atan2'),
     ),
     'tfl.average_pool_2d': (
-        ('legalize.integer.pooling', 'average_pool_2d_int'),
-        ('legalize.integer.pooling', 'average_pool_2d_uint8'),
+        ('legalize.pooling', 'average_pool_2d_int'),
         ('legalize.pooling', 'average_pool_2d'),
+        ('legalize.pooling', 'average_pool_2d_uint8'),
     ),
     'tfl.batch_matmul': (
         ('legalize.hybrid', 'batch_matmul_hybrid'),
@@ -306,7 +306,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.max_pool_2d': (
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.pooling', 'max_pool_2d_int'),
+        ('legalize.pooling', 'max_pool_2d_int'),
         ('legalize.pooling', 'max_pool_2d'),
     ),
     'tfl.maximum': (

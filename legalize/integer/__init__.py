@@ -16,7 +16,6 @@ MODULES = (
     "casts",
     "conv",
     "matmul",
-    "pooling",
     "reduce",
     "resize",
     "softmax",
