@@ -150,7 +150,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.dequantize': (
         ('legalize.casts', 'dequantize_float'),
         ('legalize.casts', 'dequantize_constant'),
-        ('legalize.integer.casts', 'dequantize_int'),
+        ('legalize.casts', 'dequantize_int'),
     ),
     'tfl.dilate': (
         ('legalize.misc', 'dilate'),
@@ -373,7 +373,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.quantize': (
         ('legalize.casts', 'quantize_float'),
-        ('legalize.integer.casts', 'quantize_int'),
+        ('legalize.casts', 'quantize_int'),
     ),
     'tfl.random_standard_normal': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
