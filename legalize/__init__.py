@@ -13,13 +13,10 @@ from legalize.integer import MODULES as INTEGER_MODULES
 from legalize.registry import LABELS, PATTERNS, pattern
 
 # Family modules, each registering its patterns on import (explicit list).
-# The driver hands an op only to the patterns whose kind serves it (see
-# `legalize.registry`); among those, this order is the order they are tried
-# in (the index records it); "integer" stands for the modules of
-# `legalize.integer`. It matters only where two patterns serve the same op:
-# hybrid patterns before the float ones that dequantize the same weights,
-# type-generic ("any") data movement before the uint8 wrappers, and those
-# before the integer patterns.
+# The driver hands an op only to the patterns whose kind serves it, tried by
+# kind (`legalize.registry.KINDS`), then in this order of their modules (the
+# index records it); "integer" stands for the modules of `legalize.integer`.
+# Among patterns of one kind it matters only where two serve the same op.
 MODULES = (
     "activations",
     "calls",

@@ -19,12 +19,12 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'add_n'),
     ),
     'tfl.arg_max': (
-        ('legalize.integer.data', 'arg_max_min_int'),
         ('legalize.reduce', 'arg_max_min'),
+        ('legalize.integer.data', 'arg_max_min_int'),
     ),
     'tfl.arg_min': (
-        ('legalize.integer.data', 'arg_max_min_int'),
         ('legalize.reduce', 'arg_max_min'),
+        ('legalize.integer.data', 'arg_max_min_int'),
     ),
     'tfl.assign_variable': (
         ('legalize.misc', 'resource_variable'),
@@ -33,8 +33,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'atan2'),
     ),
     'tfl.average_pool_2d': (
-        ('legalize.pooling', 'average_pool_2d_int'),
         ('legalize.pooling', 'average_pool_2d'),
+        ('legalize.pooling', 'average_pool_2d_int'),
         ('legalize.pooling', 'average_pool_2d_uint8'),
     ),
     'tfl.batch_matmul': (
@@ -295,8 +295,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.lstm': (
         ('legalize.hybrid', 'lstm_hybrid'),
-        ('legalize.integer.lstm', 'lstm_int8'),
         ('legalize.rnn', 'lstm'),
+        ('legalize.integer.lstm', 'lstm_int8'),
     ),
     'tfl.matrix_diag': (
         ('legalize.updates', 'matrix_diag'),
@@ -305,18 +305,18 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.updates', 'matrix_set_diag'),
     ),
     'tfl.max_pool_2d': (
+        ('legalize.pooling', 'max_pool_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.pooling', 'max_pool_2d_int'),
-        ('legalize.pooling', 'max_pool_2d'),
     ),
     'tfl.maximum': (
         ('legalize.elementwise', 'maximum_minimum'),
         ('legalize.integer.data', 'maximum_minimum_int'),
     ),
     'tfl.mean': (
+        ('legalize.reduce', 'mean'),
         ('legalize.integer.data', 'uint8_as_int8'),
         ('legalize.integer.reduce', 'mean_int'),
-        ('legalize.reduce', 'mean'),
     ),
     'tfl.minimum': (
         ('legalize.elementwise', 'maximum_minimum'),
@@ -400,16 +400,16 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.reduce', 'reduce_any_all'),
     ),
     'tfl.reduce_max': (
-        ('legalize.integer.data', 'reduce_max_min_int'),
         ('legalize.reduce', 'reduce_max_min'),
+        ('legalize.integer.data', 'reduce_max_min_int'),
     ),
     'tfl.reduce_min': (
-        ('legalize.integer.data', 'reduce_max_min_int'),
         ('legalize.reduce', 'reduce_max_min'),
+        ('legalize.integer.data', 'reduce_max_min_int'),
     ),
     'tfl.reduce_prod': (
-        ('legalize.integer.reduce', 'reduce_prod_int'),
         ('legalize.reduce', 'reduce_prod'),
+        ('legalize.integer.reduce', 'reduce_prod_int'),
     ),
     'tfl.reduce_window': (
         ('legalize.misc', 'reduce_window'),
@@ -434,8 +434,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.shape', 'reshape'),
     ),
     'tfl.resize_bilinear': (
-        ('legalize.integer.resize', 'resize_bilinear_int'),
         ('legalize.resize', 'resize_bilinear'),
+        ('legalize.integer.resize', 'resize_bilinear_int'),
     ),
     'tfl.resize_nearest_neighbor': (
         ('legalize.resize', 'resize_nearest_neighbor'),
@@ -541,9 +541,9 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.integer.arith16', 'sub_int16_pot'),
     ),
     'tfl.sum': (
+        ('legalize.reduce', 'sum_'),
         ('legalize.integer.reduce', 'sum_int'),
         ('legalize.integer.reduce', 'sum_uint8'),
-        ('legalize.reduce', 'sum_'),
     ),
     'tfl.svdf': (
         ('legalize.hybrid', 'svdf_hybrid'),
@@ -568,8 +568,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.unidirectional_sequence_lstm': (
         ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),
-        ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
         ('legalize.rnn', 'unidirectional_sequence_lstm'),
+        ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
     ),
     'tfl.unidirectional_sequence_rnn': (
         ('legalize.hybrid', 'unidirectional_sequence_rnn_hybrid'),

@@ -17,8 +17,8 @@ and the driver hands it no other (`serves`):
 
 `types` declares which element-type columns of the coverage table the pattern
 serves (the README's table is generated from these declarations). An op's
-patterns are tried in the order a full import registers them (family modules
-in `legalize.MODULES` order, then source order); the first that returns
+patterns are tried by kind (`KINDS`), then in the order of their family
+modules in `legalize.MODULES`, then in source order; the first that returns
 values wins. Order matters only between patterns that serve the same op.
 
 Custom ops (TFLite's CUSTOM operator, told apart by its custom code) are
@@ -66,7 +66,17 @@ LABELS: dict[str, Registered] = {}
 # op name -> its patterns in the order they are tried, worked out once per op
 # (every op of every model asks); registering a pattern starts it afresh.
 _ORDERED: dict[str, list[Registered]] = {}
-KINDS = ("float", "integer", "hybrid", "any")
+# The kinds in the order their patterns are tried where several serve one op:
+# TFLite's hybrid arithmetic before the float lowering of dequantized weights,
+# type-generic data movement before the integer patterns (the uint8 wrappers
+# come first among those: `legalize.integer.data` leads the module list).
+KINDS = ("hybrid", "float", "any", "integer")
+
+
+def try_order(entry: Registered, module_rank: dict[str, int]) -> tuple[int, int]:
+    """Where `entry` stands among an op's patterns: by kind, then by its
+    module's place in `module_rank` (then, the sort being stable, by source order)."""
+    return KINDS.index(entry.kind), module_rank[entry.fn.__module__]
 
 
 def pattern(*op_names: str, kind: str = "float", label: str | None = None,
