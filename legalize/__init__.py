@@ -16,8 +16,11 @@ from legalize.registry import LABELS, PATTERNS, pattern
 # The driver hands an op only to the patterns whose kind serves it, tried by
 # kind (`legalize.registry.KINDS`), then in this order of their modules (the
 # index records it); "integer" stands for the modules of `legalize.integer`.
-# Among patterns of one kind it matters only where two serve the same op.
+# Among patterns of one kind it matters only where two serve the same op:
+# "integer" leads because its `data` module's uint8 wrappers must see a
+# uint8 op before the int8 patterns of the family modules do.
 MODULES = (
+    "integer",
     "activations",
     "calls",
     "casts",
@@ -37,7 +40,6 @@ MODULES = (
     "space_batch",
     "reverse",
     "updates",
-    "integer",
     "mediapipe",
     "misc",
     "nms",

@@ -40,7 +40,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.batch_matmul': (
         ('legalize.hybrid', 'batch_matmul_hybrid'),
         ('legalize.conv', 'batch_matmul'),
-        ('legalize.integer.matmul', 'batch_matmul_int'),
+        ('legalize.conv', 'batch_matmul_int'),
     ),
     'tfl.batch_to_space_nd': (
         ('legalize.space_batch', 'batch_to_space_nd'),
@@ -94,7 +94,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.hybrid', 'conv_2d_hybrid'),
         ('legalize.conv', 'conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.conv', 'conv_2d_int'),
+        ('legalize.conv', 'conv_2d_int'),
     ),
     'tfl.conv_3d': (
         ('legalize.conv', 'conv_3d'),
@@ -145,7 +145,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.hybrid', 'depthwise_conv_2d_hybrid'),
         ('legalize.conv', 'depthwise_conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.conv', 'depthwise_conv_2d_int'),
+        ('legalize.conv', 'depthwise_conv_2d_int'),
     ),
     'tfl.dequantize': (
         ('legalize.casts', 'dequantize_float'),
@@ -204,7 +204,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.hybrid', 'fully_connected_blockwise_hybrid'),
         ('legalize.conv', 'fully_connected'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.conv', 'fully_connected_int'),
+        ('legalize.conv', 'fully_connected_int'),
     ),
     'tfl.gather': (
         ('legalize.gather', 'gather'),
@@ -564,7 +564,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.transpose_conv': (
         ('legalize.conv', 'transpose_conv'),
-        ('legalize.integer.matmul', 'transpose_conv_int'),
+        ('legalize.conv', 'transpose_conv_int'),
     ),
     'tfl.unidirectional_sequence_lstm': (
         ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),

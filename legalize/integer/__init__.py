@@ -13,8 +13,6 @@ MODULES = (
     "activations",
     "arith",
     "arith16",
-    "conv",
-    "matmul",
     "reduce",
     "resize",
     "softmax",
