@@ -88,7 +88,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.concatenation': (
         ('legalize.joining', 'concatenation'),
-        ('legalize.integer.data', 'concatenation_uint8'),
+        ('legalize.joining', 'concatenation_uint8'),
     ),
     'tfl.conv_2d': (
         ('legalize.hybrid', 'conv_2d_hybrid'),
@@ -175,7 +175,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.equal': (
         ('legalize.comparison', 'equal'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.exp': (
         ('legalize.elementwise', 'unary_math'),
@@ -218,11 +218,11 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.greater': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.greater_equal': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.hard_swish': (
         ('legalize.activations', 'hard_swish'),
@@ -261,11 +261,11 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.less': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.less_equal': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.local_response_normalization': (
         ('legalize.normalization', 'local_response_normalization'),
@@ -344,7 +344,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.not_equal': (
         ('legalize.comparison', 'equal'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.one_hot': (
         ('legalize.gather', 'one_hot'),
