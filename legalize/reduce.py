@@ -23,7 +23,6 @@ import numpy as np
 from legalize.common import (
     constant_value,
     element,
-    require_float,
     require_static,
     scalar,
     tensor_type,
@@ -61,8 +60,8 @@ def _element_name(value: Value) -> str:
 
 
 def _check_elements(op: Op, allowed: Sequence[str]) -> Failure | None:
-    """Failure unless the op is non-quantized, static and its input is one of `allowed`."""
-    if failure := require_float(op) or require_static(op):
+    """Failure unless the op is static and its input is one of `allowed`."""
+    if failure := require_static(op):
         return failure
     name = _element_name(op.operands[0])
     if name not in allowed:

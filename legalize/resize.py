@@ -34,7 +34,7 @@ from math import gcd
 
 import numpy as np
 
-from legalize.common import element, require_float, tensor_type
+from legalize.common import element, tensor_type
 from legalize.registry import pattern
 from legalize.shape import fresh, int_list, require_move, reshape_to, shape_of
 from tfl2tosa.ir.core import Op, Value
@@ -226,9 +226,6 @@ def resize_bilinear(op: Op, rw: Rewriter) -> list[Value] | Failure:
     0), iy1 = min(iy + 1, IH - 1) does, so the results agree up to float
     rounding of the coordinate (TFLite computes it in float32, TOSA exactly).
     """
-    failed = require_float(op)
-    if failed is not None:
-        return failed
     sizes = _sizes(op)
     if isinstance(sizes, Failure):
         return sizes
