@@ -435,7 +435,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.resize_bilinear': (
         ('legalize.resize', 'resize_bilinear'),
-        ('legalize.integer.resize', 'resize_bilinear_int'),
+        ('legalize.resize', 'resize_bilinear_int'),
     ),
     'tfl.resize_nearest_neighbor': (
         ('legalize.resize', 'resize_nearest_neighbor'),

@@ -14,7 +14,6 @@ MODULES = (
     "arith",
     "arith16",
     "reduce",
-    "resize",
     "softmax",
     "lstm",
 )
