@@ -316,7 +316,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.mean': (
         ('legalize.reduce', 'mean'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.reduce', 'mean_int'),
+        ('legalize.reduce', 'mean_int'),
     ),
     'tfl.minimum': (
         ('legalize.elementwise', 'maximum_minimum'),
@@ -409,7 +409,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.reduce_prod': (
         ('legalize.reduce', 'reduce_prod'),
-        ('legalize.integer.reduce', 'reduce_prod_int'),
+        ('legalize.reduce', 'reduce_prod_int'),
     ),
     'tfl.reduce_window': (
         ('legalize.misc', 'reduce_window'),
@@ -542,8 +542,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.sum': (
         ('legalize.reduce', 'sum_'),
-        ('legalize.integer.reduce', 'sum_int'),
-        ('legalize.integer.reduce', 'sum_uint8'),
+        ('legalize.reduce', 'sum_int'),
+        ('legalize.reduce', 'sum_uint8'),
     ),
     'tfl.svdf': (
         ('legalize.hybrid', 'svdf_hybrid'),

@@ -13,7 +13,6 @@ MODULES = (
     "activations",
     "arith",
     "arith16",
-    "reduce",
     "softmax",
     "lstm",
 )
