@@ -164,7 +164,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.elu': (
         ('legalize.activations', 'elu'),
-        ('legalize.integer.activations', 'elu_int8'),
+        ('legalize.activations', 'elu_int8'),
     ),
     'tfl.embedding_lookup': (
         ('legalize.hybrid', 'embedding_lookup_hybrid'),
@@ -179,7 +179,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.exp': (
         ('legalize.elementwise', 'unary_math'),
-        ('legalize.integer.activations', 'exp_int'),
+        ('legalize.activations', 'exp_int'),
     ),
     'tfl.expand_dims': (
         ('legalize.shape', 'squeeze_expand_dims'),
@@ -214,7 +214,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.gelu': (
         ('legalize.activations', 'gelu'),
-        ('legalize.integer.activations', 'gelu_int'),
+        ('legalize.activations', 'gelu_int'),
     ),
     'tfl.greater': (
         ('legalize.comparison', 'ordered_comparison'),
@@ -226,7 +226,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.hard_swish': (
         ('legalize.activations', 'hard_swish'),
-        ('legalize.integer.activations', 'hard_swish_int8'),
+        ('legalize.activations', 'hard_swish_int8'),
     ),
     'tfl.hashtable': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -257,7 +257,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.leaky_relu': (
         ('legalize.activations', 'leaky_relu'),
-        ('legalize.integer.activations', 'leaky_relu_int'),
+        ('legalize.activations', 'leaky_relu_int'),
     ),
     'tfl.less': (
         ('legalize.comparison', 'ordered_comparison'),
@@ -272,7 +272,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.log': (
         ('legalize.elementwise', 'unary_math'),
-        ('legalize.integer.activations', 'log_int'),
+        ('legalize.activations', 'log_int'),
     ),
     'tfl.log_softmax': (
         ('legalize.activations', 'log_softmax'),
@@ -288,7 +288,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.logistic': (
         ('legalize.activations', 'logistic'),
-        ('legalize.integer.activations', 'logistic_int'),
+        ('legalize.activations', 'logistic_int'),
     ),
     'tfl.lsh_projection': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -366,7 +366,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.prelu': (
         ('legalize.activations', 'prelu'),
-        ('legalize.integer.activations', 'prelu_int8'),
+        ('legalize.activations', 'prelu_int8'),
     ),
     'tfl.pseudo_const': (
         ('legalize.constants', 'const'),
@@ -416,19 +416,19 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.relu': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_int'),
+        ('legalize.activations', 'relu_int'),
     ),
     'tfl.relu6': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_int'),
+        ('legalize.activations', 'relu_int'),
     ),
     'tfl.relu_0_to_1': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_unit_range_int'),
+        ('legalize.activations', 'relu_unit_range_int'),
     ),
     'tfl.relu_n1_to_1': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_unit_range_int'),
+        ('legalize.activations', 'relu_unit_range_int'),
     ),
     'tfl.reshape': (
         ('legalize.shape', 'reshape'),
@@ -460,7 +460,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.rsqrt': (
         ('legalize.elementwise', 'unary_math'),
-        ('legalize.integer.activations', 'rsqrt_int'),
+        ('legalize.activations', 'rsqrt_int'),
     ),
     'tfl.scatter_nd': (
         ('legalize.gather', 'scatter_nd'),
@@ -494,8 +494,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.softmax': (
         ('legalize.activations', 'softmax'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.softmax', 'softmax_int8'),
-        ('legalize.integer.softmax', 'softmax_int16'),
+        ('legalize.activations', 'softmax_int8'),
+        ('legalize.activations', 'softmax_int16'),
     ),
     'tfl.space_to_batch_nd': (
         ('legalize.space_batch', 'space_to_batch_nd'),
@@ -551,7 +551,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.tanh': (
         ('legalize.activations', 'tanh'),
-        ('legalize.integer.activations', 'tanh_int'),
+        ('legalize.activations', 'tanh_int'),
     ),
     'tfl.tile': (
         ('legalize.joining', 'tile'),
