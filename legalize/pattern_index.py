@@ -12,8 +12,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.add': (
         ('legalize.elementwise', 'add'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.arith', 'add_int'),
-        ('legalize.integer.arith16', 'add_int16_pot'),
+        ('legalize.elementwise', 'add_int'),
+        ('legalize.elementwise', 'add_int16_pot'),
     ),
     'tfl.add_n': (
         ('legalize.elementwise', 'add_n'),
@@ -328,7 +328,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.mul': (
         ('legalize.elementwise', 'mul'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.arith', 'mul_int'),
+        ('legalize.elementwise', 'mul_int'),
     ),
     'tfl.multinomial': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -537,8 +537,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.sub': (
         ('legalize.elementwise', 'sub'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.arith', 'sub_int'),
-        ('legalize.integer.arith16', 'sub_int16_pot'),
+        ('legalize.elementwise', 'sub_int'),
+        ('legalize.elementwise', 'sub_int16_pot'),
     ),
     'tfl.sum': (
         ('legalize.reduce', 'sum_'),

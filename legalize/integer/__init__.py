@@ -10,7 +10,5 @@ arithmetic they share is in `legalize.quantized`.
 # because its uint8 wrapper must see an op before the int8 patterns do.
 MODULES = (
     "data",
-    "arith",
-    "arith16",
     "lstm",
 )
