@@ -70,7 +70,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from legalize.common import require_float, require_static, reshape_to_rank, scalar, tensor_type
+from legalize.common import require_static, reshape_to_rank, scalar, tensor_type
 from legalize.integer.data import int8_twin, is_uint8, restore_uint8, to_int8
 from legalize.integer.support import integer_pattern, per_tensor, require_one_storage, static_shape
 from legalize.quantized import (
@@ -122,9 +122,9 @@ def binary(rw: Rewriter, name: str, x: Value, y: Value, result: TensorType) -> V
 
 
 def float_operand(op: Op) -> Failure | None:
-    """Failure unless `op` is on the float path with a statically shaped input."""
-    failure = require_float(op)
-    return failure if failure is not None else require_static(op)
+    """Failure unless `op` is statically shaped (the driver hands float patterns
+    no quantized op)."""
+    return require_static(op)
 
 
 def _result(op: Op) -> TensorType:
@@ -146,8 +146,6 @@ _RELU_BOUNDS = {
 @pattern("tfl.relu", "tfl.relu6", "tfl.relu_n1_to_1", "tfl.relu_0_to_1")
 def relu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CLAMP to the activation's range (unbounded above: the type's largest finite)."""
-    if (failure := require_float(op)) is not None:
-        return failure
     t = _result(op)
     if not t.element.is_float:
         return Failure(f"{op.name}: a {t.element} RELU needs quantization parameters")
@@ -211,16 +209,12 @@ def hard_swish(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern("tfl.logistic")
 def logistic(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """SIGMOID."""
-    if (failure := require_float(op)) is not None:
-        return failure
     return [unary(rw, "tosa.sigmoid", op.operands[0])]
 
 
 @pattern("tfl.tanh")
 def tanh(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TANH."""
-    if (failure := require_float(op)) is not None:
-        return failure
     return [unary(rw, "tosa.tanh", op.operands[0])]
 
 

@@ -83,7 +83,6 @@ from legalize.common import (
     element,
     fused_activation,
     rank_aligned_shape,
-    require_float,
     require_static,
     reshape_to_rank,
     scalar,
@@ -361,8 +360,8 @@ def first_failure(*checks: Failure | None) -> Failure | None:
 
 
 def check_types(op: Op, allowed: Sequence[ScalarType]) -> Failure | None:
-    """Failure unless the float path applies and every operand/result is in `allowed`."""
-    failure = first_failure(require_float(op), require_static(op))
+    """Failure unless `op` is static and every operand/result is in `allowed`."""
+    failure = require_static(op)
     if failure is not None:
         return failure
     for value in (*op.operands, *op.results):
@@ -717,8 +716,8 @@ _SIGNED_INTS = ("i8", "i16", "i32")
 
 def _signed_integer_result(op: Op) -> ElementType | Failure:
     """The result's element type, if it is one of the signed integers TOSA's
-    bit operations take (and the float path applies)."""
-    failure = first_failure(require_float(op), require_static(op))
+    bit operations take (and `op` is static)."""
+    failure = require_static(op)
     if failure is not None:
         return failure
     elem = element(op.results[0])
