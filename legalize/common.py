@@ -42,13 +42,6 @@ def any_quantized(op: Op) -> bool:
                for v in (*op.operands, *op.results))
 
 
-def require_float(op: Op) -> Failure | None:
-    """Failure unless every tensor of `op` is non-quantized (the float path)."""
-    if any_quantized(op):
-        return Failure(f"{op.name}: quantized types need the integer path")
-    return None
-
-
 def require_static(op: Op) -> Failure | None:
     for v in (*op.operands, *op.results):
         if isinstance(v.type, TensorType) and not v.type.is_static:

@@ -1,4 +1,5 @@
-"""Patterns for TFL elementwise arithmetic and math ops (float, and int32 where TOSA has it).
+"""Patterns for TFL elementwise arithmetic and math ops (float, and int32 where TOSA has it),
+and ADD, SUB, MUL on quantized data.
 
 Expressions are built with `tfl2tosa.tosa.build.Elementwise`, which holds the
 exact floating-point building blocks the lowerings below need (Veltkamp
@@ -25,6 +26,47 @@ specification; shared/research/LEGALIZATION.md sections 1, 3.4 and 5):
   reference model reports other inputs as UNPREDICTABLE); the POW lowering
   only ever feeds it such operands and builds C's pow() special cases
   around it.
+
+Integer path: ADD, SUB, MUL (int8, int16).
+
+ADD/SUB follow TFLite's add.cc / sub.cc recipe (reference_integer_ops::
+AddElementwise, and AddGeneralParamScale for int16): with `twice_max = 2 *
+max(s1, s2)` and `left_shift` = 20 for int8, 15 for int16, each input becomes
+`MBQM((x - zp) * 2^left_shift, s_i / twice_max)`, the two are added
+(subtracted), and the sum is scaled by `twice_max / (2^left_shift * s_out)` to
+the output zero point, then clamped to the fused activation range. All
+multipliers are computed in double and applied with MultiplyByQuantizedMultiplier.
+int16 models whose `pot_scale_int16` is set and whose scales are all powers of
+two take TFLite's other, shift-only int16 path, which is not lowered here.
+
+MUL follows mul.cc (reference_integer_ops::MulElementwise):
+`zp_out + MBQM((x1 - zp1) * (x2 - zp2), s1 * s2 / s_out)` with the real
+multiplier computed in float32 (TFLite multiplies the float scales) and
+widened.
+
+TFLite's power-of-two int16 ADD and SUB.
+
+add.cc / sub.cc have two int16 paths. The general one (any scales) is
+`add_int` and `sub_int` above. The other is taken when `pot_scale_int16` is set
+(the schema's default) and all three scales are powers of two (TFLite's
+CheckedLog2: log2 within 1e-3 of an integer, computed in float32) with zero
+points 0, as in LSTM cells. There the output shares one input's scale and
+the other input's scale is 2^k times smaller (Prepare rejects anything else);
+reference_ops::Add / Sub16 (kernels/internal/reference/add.h, sub.h) compute,
+elementwise without broadcasting,
+
+    ADD: sat16(x_same + RoundingDivideByPOT(x_small, k))
+    SUB: sat16(x1 - RDBPOT(x2, k)) or sat16(RDBPOT(x1, k) - x2)
+
+(gemmlowp SaturatingAdd / SaturatingSub on int16 raw values), then clamp to
+the fused activation range. RoundingDivideByPOT rounds half away from zero.
+
+TOSA: the unshifted input is CAST to i32; the shifted one is RESCALEd to i32
+by 2^-k with the multiplier 2^30 + 1 and shift 30 + k, single rounding:
+`floor(x / 2^k + 1/2 + x / 2^(30 + k))`. For |x| <= 2^15 the extra term is
+below 2^-(15 + k), smaller than the 2^-k between a value that is not a tie and
+a rounding boundary, and it pushes ties away from zero. ADD or SUB in i32, a
+unit RESCALE to int16 (which saturates), the activation's CLAMP.
 """
 
 from __future__ import annotations
@@ -38,9 +80,21 @@ from legalize.common import (
     constant_value,
     element,
     fused_activation,
-    require_float,
     require_static,
+    reshape_to_rank,
+    scalar,
     tensor_type,
+    with_fused_activation,
+)
+from legalize.integer.support import integer_pattern, require_one_storage, require_per_tensor
+from legalize.quantized import (
+    SINGLE_ROUND,
+    rescale,
+    rescale_by_multiplier,
+    rescale_from_i32,
+    rescale_to_i32,
+    round_half_away,
+    rounding_mode,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -49,6 +103,7 @@ from tfl2tosa.ir.types import (
     ElementType,
     ScalarType,
     TensorType,
+    UniformQuantized,
     bf16,
     f16,
     f32,
@@ -85,8 +140,8 @@ def first_failure(*checks: Failure | None) -> Failure | None:
 
 
 def check_types(op: Op, allowed: Sequence[ScalarType]) -> Failure | None:
-    """Failure unless the float path applies and every operand/result is in `allowed`."""
-    failure = first_failure(require_float(op), require_static(op))
+    """Failure unless `op` is static and every operand/result is in `allowed`."""
+    failure = require_static(op)
     if failure is not None:
         return failure
     for value in (*op.operands, *op.results):
@@ -441,8 +496,8 @@ _SIGNED_INTS = ("i8", "i16", "i32")
 
 def _signed_integer_result(op: Op) -> ElementType | Failure:
     """The result's element type, if it is one of the signed integers TOSA's
-    bit operations take (and the float path applies)."""
-    failure = first_failure(require_float(op), require_static(op))
+    bit operations take (and `op` is static)."""
+    failure = require_static(op)
     if failure is not None:
         return failure
     elem = element(op.results[0])
@@ -529,3 +584,174 @@ def fill(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 __all__ = ["check_types", "elementwise_for", "first_failure",
            "is_float", "is_int32"]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: ADD, SUB, MUL (int8, int16)
+
+# TFLite's `left_shift` for ADD/SUB: inputs are scaled up by 2^20 (int8) or 2^15
+# (int16) first.
+ADD_LEFT_SHIFT = {8: 20, 16: 15}
+
+
+def _aligned_inputs(rw: Rewriter, op: Op) -> tuple[Value, Value, TensorType]:
+    """Both inputs at the result's rank, and the result type."""
+    result = op.results[0].type
+    rank = len(result.shape)
+    return (reshape_to_rank(rw, op.operands[0], rank), reshape_to_rank(rw, op.operands[1], rank),
+            result)
+
+
+def _add_input(rw: Rewriter, x: Value, q: UniformQuantized, twice_max: float,
+               rounding: str) -> Value:
+    """`MBQM((x - zp) * 2^left_shift, s / twice_max)` as i32.
+
+    The 2^left_shift step is exact and separate: folding it into the multiplier
+    would move the first rounding of the double-rounding scheme. For int8 it is
+    a RESCALE; int16 values times 2^15 are too wide for a unit-scale RESCALE
+    (apply_scale_32 needs |v| < 2^(shift - 1)), so they are CAST to i32 and
+    multiplied (int16 zero points are 0). When `s / twice_max` is exactly 0.5
+    (the input with the larger scale), MBQM of that product by 2^30 / 2^31 is
+    exact, so the whole step is a multiplication by 2^(left_shift - 1).
+    """
+    left_shift = ADD_LEFT_SHIFT[q.storage.bits]
+    ratio = q.scale / twice_max
+    exact_shift = left_shift - 1 if ratio == 0.5 else left_shift
+    if q.storage.bits == 8:
+        shifted = rescale_to_i32(rw, x, 2.0 ** exact_shift)
+    else:
+        wide = build.cast(rw, x, i32)
+        shifted = build.mul(rw, wide, scalar(rw, 1 << exact_shift, i32,
+                                             len(tensor_type(x).shape)))
+    if ratio == 0.5:
+        return shifted
+    return rescale(rw, shifted, ratio, i32, input_zp=0, output_zp=0, rounding=rounding)
+
+
+def _power_of_two(scale: float) -> bool:
+    """TFLite's CheckedLog2 (quantization_util.cc): float32 log2 within 1e-3 of an integer."""
+    log2 = np.float32(np.log(np.float32(scale))) * (np.float32(1) / np.float32(np.log(2.0)))
+    return abs(float(log2) - round_half_away(float(log2))) < 1e-3
+
+
+def _add_or_sub(op: Op, rw: Rewriter, tosa_name: str) -> list[Value] | Failure:
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    if isinstance(elements, Failure):
+        return elements
+    q1, q2, out = elements
+    if out.storage.bits == 16 and op.attrs.get("pot_scale_int16", True) and all(
+            _power_of_two(q.scale) for q in (q1, q2, out)):
+        return Failure(f"{op.name}: TFLite's power-of-two int16 path is not lowered")
+    rounding = rounding_mode(op.name)
+    twice_max = 2.0 * max(q1.scale, q2.scale)
+    x1, x2, result = _aligned_inputs(rw, op)
+    a = _add_input(rw, x1, q1, twice_max, rounding)
+    b = _add_input(rw, x2, q2, twice_max, rounding)
+    total = build.op(rw, tosa_name, [a, b], result.with_element(i32))
+    scale = twice_max / ((1 << ADD_LEFT_SHIFT[out.storage.bits]) * out.scale)
+    scaled = rescale_from_i32(rw, total, scale, out, rounding)
+    return with_fused_activation(rw, op, scaled)
+
+
+@pattern("tfl.add", kind="integer", label="add_int", types=("i8", "i16"))
+@integer_pattern
+def add_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both inputs to a common 2^left_shift-scaled i32, ADD, RESCALE to the output (add.cc)."""
+    return _add_or_sub(op, rw, "tosa.add")
+
+
+@pattern("tfl.sub", kind="integer", label="sub_int", types=("i8", "i16"))
+@integer_pattern
+def sub_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """As ADD with SUB of the scaled inputs (sub.cc uses add.cc's multipliers)."""
+    return _add_or_sub(op, rw, "tosa.sub")
+
+
+@pattern("tfl.mul", kind="integer", label="mul_int", types=("i8", "i16"))
+@integer_pattern
+def mul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """RESCALE both inputs to i32 without zero point, MUL (the i32 product is exact
+    for 8- and 16-bit inputs), RESCALE by float32(s1 * s2 / s_out) to the output
+    (mul.cc; int16 zero points are 0)."""
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    if isinstance(elements, Failure):
+        return elements
+    q1, q2, out = elements
+    x1, x2, result = _aligned_inputs(rw, op)
+    product = build.mul(rw, rescale_to_i32(rw, x1, rounding=SINGLE_ROUND),
+                        rescale_to_i32(rw, x2, rounding=SINGLE_ROUND),
+                        result_type=result.with_element(i32))
+    scale = float(np.float32(q1.scale) * np.float32(q2.scale) / np.float32(out.scale))
+    scaled = rescale_from_i32(rw, product, scale, out, rounding_mode(op.name))
+    return with_fused_activation(rw, op, scaled)
+
+
+# ---------------------------------------------------------------------------
+# Integer path: power-of-two int16 ADD and SUB
+
+# RoundingDivideByPOT of an int16 value is defined for exponents up to 15.
+MAX_INPUT_SHIFT = 15
+
+
+def checked_log2(scale: float) -> int | None:
+    """TFLite's CheckedLog2 (quantization_util.cc): the rounded float32 log2 of
+    `scale` if it is within 1e-3 of an integer, else None."""
+    log2 = np.float32(np.log(np.float32(scale))) * (np.float32(1) / np.float32(np.log(2.0)))
+    rounded = float(np.sign(log2) * np.floor(np.abs(log2) + np.float32(0.5)))
+    return int(rounded) if abs(float(log2) - rounded) < 1e-3 else None
+
+
+def _input_shifts(op: Op) -> tuple[int, int, UniformQuantized] | Failure:
+    """TFLite's (input1_shift, input2_shift) as right shifts, and the output type."""
+    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i16")
+    if isinstance(elements, Failure):
+        return elements
+    if not op.attrs.get("pot_scale_int16", True):
+        return Failure(f"{op.name}: pot_scale_int16 is false (the general int16 path)")
+    logs = [checked_log2(q.scale) for q in elements]
+    if None in logs or any(q.zero_point for q in elements):
+        return Failure(f"{op.name}: scales or zero points outside TFLite's power-of-two path")
+    if tensor_type(op.operands[0]).shape != tensor_type(op.operands[1]).shape:
+        return Failure(f"{op.name}: TFLite's power-of-two int16 path does not broadcast")
+    shifts = [logs[2] - logs[0], logs[2] - logs[1]]
+    if min(shifts) != 0 or max(shifts) > MAX_INPUT_SHIFT:
+        return Failure(f"{op.name}: input scales 2^{logs[0]}, 2^{logs[1]} for an output "
+                       f"2^{logs[2]} (TFLite needs one equal to it, the other smaller)")
+    return shifts[0], shifts[1], elements[2]
+
+
+def _widened(rw: Rewriter, x: Value, shift: int) -> Value:
+    """RoundingDivideByPOT(x, shift) as i32 (x itself for shift 0)."""
+    if shift == 0:
+        return build.cast(rw, x, i32)
+    return rescale_by_multiplier(rw, x, [(1 << 30) + 1], [30 + shift], i32, input_zp=0,
+                                 output_zp=0, rounding=SINGLE_ROUND)
+
+
+def _add_or_sub_pot(op: Op, rw: Rewriter, tosa_name: str) -> list[Value] | Failure:
+    checked = _input_shifts(op)
+    if isinstance(checked, Failure):
+        return checked
+    shift1, shift2, out = checked
+    total = build.op(rw, tosa_name, [_widened(rw, op.operands[0], shift1),
+                                     _widened(rw, op.operands[1], shift2)],
+                     tensor_type(op.results[0]).with_element(i32))
+    saturated = rescale_by_multiplier(rw, total, [1 << 30], [30], out, input_zp=0, output_zp=0,
+                                      rounding=SINGLE_ROUND)
+    activated = fused_activation(rw, saturated, op.attrs.get("fused_activation_function"))
+    return activated if isinstance(activated, Failure) else [activated]
+
+
+@pattern("tfl.add", kind="integer", label="add_int16_pot", types=("i16",))
+@integer_pattern
+def add_int16_pot(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Power-of-two int16 ADD: the finer input divided by 2^k (half away from
+    zero), ADD in i32, saturate to int16, CLAMP."""
+    return _add_or_sub_pot(op, rw, "tosa.add")
+
+
+@pattern("tfl.sub", kind="integer", label="sub_int16_pot", types=("i16",))
+@integer_pattern
+def sub_int16_pot(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Power-of-two int16 SUB, as ADD with SUB in i32 (Sub16)."""
+    return _add_or_sub_pot(op, rw, "tosa.sub")

@@ -310,7 +310,7 @@ def _plain_fully_connected(op: Op) -> Failure | None:
     return None
 
 
-@pattern("tfl.fully_connected", label="fully_connected_hybrid", types=("f32",))
+@pattern("tfl.fully_connected", label="fully_connected_hybrid", kind="hybrid")
 def fully_connected_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Rows quantized at run time, a 1x1 CONV2D i8 x i8 -> i32, then
     `acc * (s_in * s_w) + bias` (fully_connected.cc EvalHybrid)."""
@@ -391,7 +391,7 @@ def block_offsets(weights: BlockwiseWeights) -> np.ndarray:
     return total.reshape(1, n)
 
 
-@pattern("tfl.fully_connected", label="fully_connected_blockwise_hybrid", types=("f32",))
+@pattern("tfl.fully_connected", label="fully_connected_blockwise_hybrid", kind="hybrid")
 def fully_connected_blockwise_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """int4 weights with blockwise scales, as TF's optimized kernel computes
     them (fully_connected.cc EvalBlockwise4Bit): each row quantized
@@ -490,7 +490,7 @@ def window_weight_sums(tap_sums: np.ndarray, in_sizes: tuple[int, int],
     return result
 
 
-@pattern("tfl.conv_2d", label="conv_2d_hybrid", types=("f32",))
+@pattern("tfl.conv_2d", label="conv_2d_hybrid", kind="hybrid")
 def conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Each image quantized at run time (asymmetric with per-channel weights,
     symmetric with one weight scale: conv.cc EvalHybridPerChannel / EvalHybrid),
@@ -522,7 +522,7 @@ def conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return out if isinstance(out, Failure) else [out]
 
 
-@pattern("tfl.depthwise_conv_2d", label="depthwise_conv_2d_hybrid", types=("f32",))
+@pattern("tfl.depthwise_conv_2d", label="depthwise_conv_2d_hybrid", kind="hybrid")
 def depthwise_conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Each image quantized asymmetrically at run time, DEPTHWISE_CONV2D
     i8 x i8 -> i32, then the depthwise kernel's two scaling orders (module
@@ -567,7 +567,7 @@ def depthwise_conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return out if isinstance(out, Failure) else [out]
 
 
-@pattern("tfl.batch_matmul", label="batch_matmul_hybrid", types=("f32",))
+@pattern("tfl.batch_matmul", label="batch_matmul_hybrid", kind="hybrid")
 def batch_matmul_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Rows of the left operand quantized at run time, MATMUL i8 x i8 -> i32,
     then `acc * (s_in * s_w)` (batch_matmul.cc EvalHybrid; one weight scale)."""
@@ -631,7 +631,7 @@ def stacked_int8(op: Op, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray
 
 
 @pattern("tfl.unidirectional_sequence_lstm", label="unidirectional_sequence_lstm_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The LSTM of legalize.rnn with TFLite's hybrid products (lstm_eval.cc
     EvalHybrid): each gate starts from its bias, adds the input rows' and then
@@ -646,7 +646,7 @@ def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | F
 
 
 @pattern("tfl.bidirectional_sequence_lstm", label="bidirectional_sequence_lstm_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Both directions as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
@@ -657,7 +657,7 @@ def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
 
 
 @pattern("tfl.unidirectional_sequence_rnn", label="unidirectional_sequence_rnn_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The RNN of legalize.rnn with TFLite's hybrid products (kernel_utils.cc
     RnnBatchStep): bias, plus the input rows' and then the hidden state's hybrid
@@ -669,7 +669,7 @@ def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     return lower_unidirectional_rnn(op, rw, emulate=True)
 
 
-@pattern("tfl.lstm", label="lstm_hybrid", types=("f32",))
+@pattern("tfl.lstm", label="lstm_hybrid", kind="hybrid")
 def lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One LSTM step (lstm.cc, full kernel) as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
@@ -680,7 +680,7 @@ def lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 
 @pattern("tfl.bidirectional_sequence_rnn", label="bidirectional_sequence_rnn_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def bidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Both directions as unidirectional_sequence_rnn_hybrid."""
     if (failure := _weights_quantized(op, 1)) is not None:
@@ -690,7 +690,7 @@ def bidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fai
     return lower_bidirectional_rnn(op, rw, emulate=True)
 
 
-@pattern("tfl.svdf", label="svdf_hybrid", types=("f32",))
+@pattern("tfl.svdf", label="svdf_hybrid", kind="hybrid")
 def svdf_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The SVDF step of legalize.misc with TFLite's hybrid feature product
     (svdf.cc EvalHybridSVDF: input rows quantized at run time, int8 x int8,
@@ -712,7 +712,7 @@ def _weights_quantized(op: Op, index: int) -> Failure | None:
     return None
 
 
-@pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", types=("f32",))
+@pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", kind="hybrid")
 def embedding_lookup_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """GATHER of the int8 rows, CAST to f32, MUL by the table's scale
     (embedding_lookup.cc EvalHybrid: one float product `scale * q` per value,

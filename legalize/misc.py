@@ -33,7 +33,6 @@ from legalize.common import (
     element,
     fused_activation,
     is_none,
-    require_float,
     require_static,
     tensor_type,
 )
@@ -108,7 +107,7 @@ def bucketize(op: Op, rw: Rewriter) -> list[Value] | Failure:
     the sorted float boundaries (kernels/bucketize.cc; int32 values compare as
     float). Computed as N - REDUCE_SUM(SELECT(GREATER(b, x), 1, 0)) along a new
     axis, counted in float (exact below 2^24 boundaries, and PRO-FP only)."""
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     x = op.operands[0]
@@ -157,7 +156,7 @@ def fake_quant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     nudged_min, as std::min/max there and CLAMP with nan_mode IGNORE), then
     round((x - nudged_min) * (1 / nudged_scale)) * nudged_scale + nudged_min in
     float32, rounding half away from zero."""
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     x = op.operands[0]
@@ -410,7 +409,7 @@ def reduce_window(op: Op, rw: Rewriter) -> list[Value] | Failure:
     strided reduction (kernels/reduce_window.cc), so float sums round alike.
     ALL / ANY on int32 (TFLite's kernel has no bool mode) work on x != 0 and
     give 0 / 1."""
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     x, init = op.operands[:2]
@@ -473,7 +472,7 @@ def _svdf_activation(rw: Rewriter, x: Value, name: str | None) -> Value | Failur
     return fused_activation(rw, x, name)
 
 
-@pattern("tfl.svdf", types=("f32",))
+@pattern("tfl.svdf", types=("f32",), weights=(1, 2))
 def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One SVDF step (kernels/internal/reference/svdf.h EvalFloatSVDF) from the
     state operand, which holds [batch, filters, memory] in TFLite's layout:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.activations import float_operand
-from legalize.common import tensor_type, with_fused_activation
+from legalize.common import require_static, tensor_type, with_fused_activation
 from legalize.conv import FLOAT_ACC_TYPE, zero_points
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -24,7 +23,7 @@ def l2_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """x / max(sqrt(sum(x^2)), 1e-6) over the last axis (reference_ops::L2Normalization
     with l2norm.cc's epsilon), as x * RSQRT(MAXIMUM(sum, 1e-12)): the same
     value, since sqrt is monotonic, within TOSA's RSQRT precision."""
-    if (failure := float_operand(op)) is not None:
+    if (failure := require_static(op)) is not None:
         return failure
     x = op.operands[0]
     t = tensor_type(op.results[0])
@@ -51,7 +50,7 @@ def local_response_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
     (channels along the width, padded r before and r - 1 after). POW needs a
     positive base: bias > 0 and alpha >= 0 guarantee it.
     """
-    if (failure := float_operand(op)) is not None:
+    if (failure := require_static(op)) is not None:
         return failure
     x = op.operands[0]
     t = tensor_type(op.results[0])

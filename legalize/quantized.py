@@ -278,7 +278,7 @@ ROUNDING_POLICY: dict[str, str] = {
     # `std::round(acc * (s_in * s_w / s_out))`, not MultiplyByQuantizedMultiplier:
     # one rounding, which the 32-bit multiplier reproduces except for a product
     # that is an exact negative tie (TFLite rounds it away from zero, RESCALE up:
-    # the pattern moves those, legalize.integer.conv._ties_away_from_zero) or lies
+    # the pattern moves those, legalize.conv._ties_away_from_zero) or lies
     # within |result| * 2^-31 of a tie (where the double's 53 bits decide).
     "tfl.fully_connected": SINGLE_ROUND,
 }
@@ -290,7 +290,7 @@ ROUNDING_POLICY: dict[str, str] = {
 # (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py), and so
 # does the 16x8 FULLY_CONNECTED, on ruy's int16 x int8 GEMM with an int32
 # accumulator, where TFLite takes it: zero zero points and no int64 bias
-# (legalize.integer.conv; tests/test_legalize_integer_fc_kernels.py).
+# (legalize.conv; tests/test_legalize_integer_fc_kernels.py).
 OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
     ("tfl.fully_connected", 8): GEMM_ROUND,
     ("tfl.fully_connected", 16): GEMM_ROUND,

@@ -512,6 +512,7 @@ def _result_element(op: Op) -> ElementType:
 # Operand indices that may hold (quantized, constant) weights, per op.
 _LSTM_WEIGHTS = tuple(i for i in range(1, 18)) + (20, 21, 22, 23)
 _BIDI_LSTM_WEIGHTS = tuple(range(1, 35)) + tuple(range(40, 48))
+_BIDI_RNN_WEIGHTS = (1, 2, 3, 5, 6, 7, 10, 11)
 
 
 # ---------------------------------------------------------------------------
@@ -548,7 +549,7 @@ def _direction(op: Op, d: Direction | Failure, weights: dict[str, Sequence[int]]
     return emulating(op, d, weights) if emulate and not isinstance(d, Failure) else d
 
 
-@pattern("tfl.unidirectional_sequence_lstm", types=("f32",))
+@pattern("tfl.unidirectional_sequence_lstm", types=("f32",), weights=_LSTM_WEIGHTS)
 def unidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The LSTM unrolled over the time axis (see the module docstring)."""
     return lower_unidirectional_lstm(op, rw, emulate=False)
@@ -572,7 +573,7 @@ def lower_unidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value
     return output if isinstance(output, Failure) else [output]
 
 
-@pattern("tfl.lstm", types=("f32",))
+@pattern("tfl.lstm", types=("f32",), weights=_LSTM_WEIGHTS)
 def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One LSTM step on [batch, input]: the sequence lowering with one time step."""
     return lower_lstm(op, rw, emulate=False)
@@ -593,7 +594,7 @@ def lower_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
     return single_step(rw, op, d, x)
 
 
-@pattern("tfl.bidirectional_sequence_lstm", types=("f32",))
+@pattern("tfl.bidirectional_sequence_lstm", types=("f32",), weights=_BIDI_LSTM_WEIGHTS)
 def bidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Forward and backward LSTMs over the same input; the backward one walks
     the steps from the last and writes each output at its own time step.
@@ -637,7 +638,7 @@ def _bidirectional_results(rw: Rewriter, op: Op, results: list[Value]) -> list[V
     return results
 
 
-@pattern("tfl.unidirectional_sequence_rnn", types=("f32",))
+@pattern("tfl.unidirectional_sequence_rnn", types=("f32",), weights=(1, 2, 3))
 def unidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The RNN cell unrolled over the time axis."""
     return lower_unidirectional_rnn(op, rw, emulate=False)
@@ -657,7 +658,7 @@ def lower_unidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value]
     return output if isinstance(output, Failure) else [output]
 
 
-@pattern("tfl.rnn", types=("f32",))
+@pattern("tfl.rnn", types=("f32",), weights=(1, 2, 3))
 def rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One RNN step on [batch, input]."""
     failure = require_float_activations(op, weights=(1, 2, 3))
@@ -673,7 +674,8 @@ def rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return single_step(rw, op, d, x)
 
 
-@pattern("tfl.bidirectional_sequence_rnn", types=("f32",))
+@pattern("tfl.bidirectional_sequence_rnn", types=("f32",),
+         weights=_BIDI_RNN_WEIGHTS)
 def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Forward and backward RNNs over the same input (kernels/
     bidirectional_sequence_rnn.cc: forward 1-4, backward 5-8, aux input 9)."""
@@ -681,7 +683,7 @@ def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 
 def lower_bidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
-    for failure in (_float_sequence_op(op, (1, 2, 3, 5, 6, 7, 10, 11)), _no_aux_input(op, 9)):
+    for failure in (_float_sequence_op(op, _BIDI_RNN_WEIGHTS), _no_aux_input(op, 9)):
         if failure is not None:
             return failure
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))

@@ -66,4 +66,4 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
     for family in ("legalize.rnn", "legalize.detection", "legalize.control_flow",
                    "legalize.complex", "legalize.mediapipe", "legalize.integer.lstm"):
         assert family not in patterns
-    assert "legalize.integer.conv" in patterns
+    assert "legalize.conv" in patterns

@@ -564,7 +564,7 @@ def test_uint8_body_through_int8_twins(tmp_path, case) -> None:
 def test_uint8_average_pool_rounds_like_tflite(tmp_path) -> None:
     """TFLite's uint8 average rounds half up on stored values, where the int8
     pattern rounds the twins' (value - 128) halves away from zero; the uint8
-    pattern (legalize/integer/pooling.py) keeps both zero points at -128 so ties
+    pattern (legalize/pooling.py) keeps both zero points at -128 so ties
     land as TFLite's do. Sums of 2 over a 2x2 window give exact halves."""
     path = one_op(tmp_path, "AVERAGE_POOL_2D", [T((1, 4, 4, 1), "UINT8", 0.02, 120)],
                   [T((1, 2, 2, 1), "UINT8", 0.02, 120)],

@@ -1,17 +1,10 @@
-"""Integer patterns for quantized data ops: comparisons, ARG_MAX/ARG_MIN,
-REDUCE_MAX/REDUCE_MIN, MAXIMUM/MINIMUM, SQUARED_DIFFERENCE, uint8
-CONCATENATION with requantized inputs, and uint8 bodies through int8 twins.
+"""Integer patterns for quantized data ops: ARG_MAX/ARG_MIN,
+REDUCE_MAX/REDUCE_MIN, MAXIMUM/MINIMUM, SQUARED_DIFFERENCE, and uint8 bodies
+through int8 twins (the uint8 <-> int8 moves other families use too).
 
 What TFLite 2.20's builtin reference kernels compute (read in the kernels,
 confirmed on the interpreter; tests/test_legalize_integer_data.py pins each):
 
-- EQUAL ... LESS_EQUAL on int8/uint8 (comparisons.cc, reference_ops::
-  ComparisonWithScaling): each input becomes `MBQM_SmallerThanOneExp((x - zp)
-  * 2^8, QuantizeMultiplier(scale))`, a double-rounded scaling, and the two
-  i32 values are compared. Scales >= 1 reach gemmlowp's RoundingDivideByPOT
-  with a negative exponent (undefined), so they are refused. int16 inputs are
-  compared as stored integers, whatever their scales, and only EQUAL, LESS and
-  GREATER_EQUAL exist: with equal quantization that is the real comparison.
 - ARG_MAX / ARG_MIN (int8, uint8; TFLite has no int16 kernel) compare stored
   values; the first index wins ties.
 - REDUCE_MAX / REDUCE_MIN and MAXIMUM / MINIMUM work on stored values: the
@@ -22,13 +15,6 @@ confirmed on the interpreter; tests/test_legalize_integer_data.py pins each):
 - SQUARED_DIFFERENCE (int8 only, squared_difference.cc): like ADD with a left
   shift of 7: `a_i = MBQM((x_i - zp_i) 2^7, s_i / (2 max(s_1, s_2)))`, then
   `zp_out + MBQM((a_1 - a_2)^2, (2 max)^2 / (2^14 s_out))`, clamped.
-- CONCATENATION copies int8 and int16 inputs (int8 requires equal
-  quantization, int16 inputs with other scales are copied unchanged);
-  uint8 inputs with other parameters are requantized in float32
-  (reference_ops::ConcatenationWithScaling): `clamp(round(v * s + b) + zp_out,
-  0, 255)` with `s = s_in * (1 / s_out)` and `b = -zp_in * s`, a function of
-  the 256 stored values, so one TABLE per such input reproduces it. Fused
-  activations and PACK with differing quantization are refused by TFLite.
 
 uint8: TOSA integers are signed and unsigned data exists only in RESCALE's
 `input_unsigned` / `output_unsigned`; RESCALE cannot widen unsigned data to
@@ -54,7 +40,6 @@ from legalize.quantized import (
     rescale,
     rescale_from_i32,
     rescale_to_i32,
-    round_half_away,
     tflite_quantize_multiplier,
 )
 from legalize.registry import pattern, patterns_for
@@ -64,7 +49,6 @@ from tfl2tosa.ir.types import (
     ElementType,
     TensorType,
     UniformQuantized,
-    i1,
     i8,
     i32,
     storage_type,
@@ -216,74 +200,6 @@ def _reduce_each(rw: Rewriter, name: str, x: Value, axes: list[int]) -> Value:
 
 
 # ---------------------------------------------------------------------------
-# Comparisons
-
-# TFL op -> (TOSA comparison, operands swapped, negated)
-_COMPARISONS = {
-    "tfl.equal": ("tosa.equal", False, False),
-    "tfl.not_equal": ("tosa.equal", False, True),
-    "tfl.greater": ("tosa.greater", False, False),
-    "tfl.greater_equal": ("tosa.greater_equal", False, False),
-    "tfl.less": ("tosa.greater", True, False),
-    "tfl.less_equal": ("tosa.greater_equal", True, False),
-}
-# comparisons.cc: inputs are shifted left by 8 bits before their scaling.
-COMPARISON_LEFT_SHIFT = 8
-
-
-def _comparison_key(rw: Rewriter, op: Op, x: Value, rank: int) -> Value | Failure:
-    """The i32 value TFLite compares for 8-bit `x`:
-    `MBQM_SmallerThanOneExp((x - zp) * 2^8, QuantizeMultiplier(scale))`."""
-    x = to_int8(rw, reshape_to_rank(rw, x, rank))
-    scale = tensor_type(x).element.scale
-    _, exponent = tflite_quantize_multiplier(scale)
-    if exponent > 0:
-        return Failure(f"{op.name}: input scale {scale} >= 1 (TFLite's scaling is only "
-                       "defined for scales below 1)")
-    shifted = rescale_to_i32(rw, x, float(1 << COMPARISON_LEFT_SHIFT))
-    return rescale(rw, shifted, scale, i32, input_zp=0, output_zp=0, rounding=DOUBLE_ROUND)
-
-
-def _comparison_keys(op: Op, rw: Rewriter) -> tuple[Value, Value] | Failure:
-    elements = require_per_tensor(op, op.operands[:2], "i8", "ui8", "i16")
-    if isinstance(elements, Failure):
-        return elements
-    if len({storage_type(e) for e in elements}) != 1:
-        return Failure(f"{op.name}: operands of different storage types")
-    rank = len(tensor_type(op.results[0]).shape)
-    if storage_type(elements[0]).name == "i16":
-        if elements[0] != elements[1]:
-            return Failure(f"{op.name}: int16 operands with different quantization (TFLite "
-                           "compares their stored values; left to the fallback)")
-        return tuple(build.cast(rw, reshape_to_rank(rw, v, rank), i32)  # type: ignore
-                     for v in op.operands[:2])
-    keys = [_comparison_key(rw, op, v, rank) for v in op.operands[:2]]
-    for key in keys:
-        if isinstance(key, Failure):
-            return key
-    return keys[0], keys[1]  # type: ignore[return-value]
-
-
-@pattern(*_COMPARISONS, kind="integer", label="comparison_int", types=("i8", "u8", "i16"))
-@integer_pattern
-def comparison_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """Both inputs scaled to i32 as TFLite's ComparisonWithScaling does (two
-    RESCALEs each: x 2^8 exactly, then the scale with double rounding), then
-    EQUAL / GREATER / GREATER_EQUAL (operands swapped for LESS*, LOGICAL_NOT
-    for NOT_EQUAL). int16 with one quantization: the stored values widened."""
-    keys = _comparison_keys(op, rw)
-    if isinstance(keys, Failure):
-        return keys
-    name, swapped, negated = _COMPARISONS[op.name]
-    a, b = (keys[1], keys[0]) if swapped else keys
-    result = tensor_type(op.results[0])
-    if storage_type(result.element) != i1:
-        return Failure(f"{op.name}: result {result.element} is not bool")
-    compared = build.op(rw, name, [a, b], result)
-    return [build.op(rw, "tosa.logical_not", [compared], result) if negated else compared]
-
-
-# ---------------------------------------------------------------------------
 # ARG_MAX / ARG_MIN
 
 
@@ -400,58 +316,6 @@ def squared_difference_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     difference = build.op(rw, "tosa.sub", scaled, result.with_element(i32))
     square = build.mul(rw, difference, difference, result_type=result.with_element(i32))
     return [rescale_from_i32(rw, square, output_scale, out, DOUBLE_ROUND)]
-
-
-# ---------------------------------------------------------------------------
-# CONCATENATION of uint8 with requantized inputs
-
-
-def concatenation_uint8_table(in_type: UniformQuantized, out_type: UniformQuantized
-                              ) -> np.ndarray:
-    """The TABLE (256 int8 entries, entry k for stored byte k - 128) of TFLite's
-    float32 requantization of one uint8 input (ConcatenationWithScaling):
-    `clamp((int)round(v * s + b) + zp_out, 0, 255)`, `s = s_in * (1 / s_out)`,
-    `b = -zp_in * s`, v the unsigned value of the byte; entries hold the
-    result's byte."""
-    scale = np.float32(in_type.scale) * (np.float32(1) / np.float32(out_type.scale))
-    bias = np.float32(-in_type.zero_point) * scale
-    table = np.empty(256, dtype=np.int8)
-    for k in range(256):
-        unsigned = (k - UINT8_OFFSET) % 256
-        value = np.float32(np.float32(unsigned) * scale) + bias
-        stored = min(255, max(0, round_half_away(float(value)) + out_type.zero_point))
-        table[k] = stored - 256 if stored > 127 else stored
-    return table
-
-
-@pattern("tfl.concatenation", kind="integer", label="concatenation_uint8", types=("u8",))
-@integer_pattern
-def concatenation_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """CONCAT of uint8 inputs, each input whose scale or zero point differs from
-    the output's first mapped through the TABLE of TFLite's float32
-    requantization (the stored bytes pass through TABLE as int8)."""
-    result = op.results[0]
-    elements = require_per_tensor(op, [*op.operands, result], "ui8")
-    if isinstance(elements, Failure):
-        return elements
-    if op.attrs.get("fused_activation_function") not in (None, "NONE"):
-        return Failure(f"{op.name}: TFLite refuses fused activations on CONCATENATION")
-    *in_types, out_type = elements
-    out = tensor_type(result)
-    rank = len(out.shape)
-    axis = int(op.attrs.get("axis", 0))
-    axis = axis + rank if axis < 0 else axis
-    parts = []
-    for x, q in zip(op.operands, in_types):
-        if tensor_type(x).shape[axis] == 0:
-            continue
-        if q.scale != out_type.scale or q.zero_point != out_type.zero_point:
-            table = build.const(rw, concatenation_uint8_table(q, out_type), i8)
-            x = build.op(rw, "tosa.table", [x, table], tensor_type(x).with_element(out_type))
-        parts.append(x)
-    if len(parts) < 2:
-        return Failure(f"{op.name}: fewer than two non-empty inputs")
-    return [build.op(rw, "tosa.concat", parts, out, axis=axis)]
 
 
 # ---------------------------------------------------------------------------
