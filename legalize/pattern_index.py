@@ -47,7 +47,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.bidirectional_sequence_lstm': (
         ('legalize.hybrid', 'bidirectional_sequence_lstm_hybrid'),
-        ('legalize.rnn', 'bidirectional_sequence_lstm'),
+        ('legalize.lstm', 'bidirectional_sequence_lstm'),
     ),
     'tfl.bidirectional_sequence_rnn': (
         ('legalize.hybrid', 'bidirectional_sequence_rnn_hybrid'),
@@ -295,8 +295,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.lstm': (
         ('legalize.hybrid', 'lstm_hybrid'),
-        ('legalize.rnn', 'lstm'),
-        ('legalize.integer.lstm', 'lstm_int8'),
+        ('legalize.lstm', 'lstm'),
+        ('legalize.lstm', 'lstm_int8'),
     ),
     'tfl.matrix_diag': (
         ('legalize.updates', 'matrix_diag'),
@@ -568,8 +568,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.unidirectional_sequence_lstm': (
         ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),
-        ('legalize.rnn', 'unidirectional_sequence_lstm'),
-        ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
+        ('legalize.lstm', 'unidirectional_sequence_lstm'),
+        ('legalize.lstm', 'unidirectional_sequence_lstm_int8'),
     ),
     'tfl.unidirectional_sequence_rnn': (
         ('legalize.hybrid', 'unidirectional_sequence_rnn_hybrid'),
