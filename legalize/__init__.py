@@ -47,6 +47,7 @@ MODULES = (
     "pooling",
     "reduce",
     "resize",
+    "lstm",
     "rnn",
     "unsupported",
 )

@@ -1,5 +1,5 @@
 """Patterns for TFL elementwise arithmetic and math ops (float, and int32 where TOSA has it),
-and ADD, SUB, MUL on quantized data.
+and ADD, SUB, MUL, MAXIMUM, MINIMUM and SQUARED_DIFFERENCE on quantized data.
 
 Expressions are built with `tfl2tosa.tosa.build.Elementwise`, which holds the
 exact floating-point building blocks the lowerings below need (Veltkamp
@@ -67,6 +67,14 @@ by 2^-k with the multiplier 2^30 + 1 and shift 30 + k, single rounding:
 below 2^-(15 + k), smaller than the 2^-k between a value that is not a tie and
 a rounding boundary, and it pushes ties away from zero. ADD or SUB in i32, a
 unit RESCALE to int16 (which saturates), the activation's CLAMP.
+
+Integer path: MAXIMUM / MINIMUM work on stored values; TFLite's kernels ignore
+differing quantization, so only equal quantization (the converter's `same
+scale` constraint) is a real maximum, and other cases are left to the
+fallback. SQUARED_DIFFERENCE (int8 only, squared_difference.cc) is like ADD
+with a left shift of 7: `a_i = MBQM((x_i - zp_i) 2^7, s_i / (2 max(s_1, s_2)))`,
+then `zp_out + MBQM((a_1 - a_2)^2, (2 max)^2 / (2^14 s_out))`, clamped
+(tests/test_legalize_integer_data.py pins both against the interpreter).
 """
 
 from __future__ import annotations
@@ -86,8 +94,15 @@ from legalize.common import (
     tensor_type,
     with_fused_activation,
 )
-from legalize.integer.support import integer_pattern, require_one_storage, require_per_tensor
+from legalize.integer.data import int8_twin, is_uint8, restore_uint8, to_int8
+from legalize.integer.support import (
+    integer_pattern,
+    require_one_storage,
+    require_per_tensor,
+    same_quantization,
+)
 from legalize.quantized import (
+    DOUBLE_ROUND,
     SINGLE_ROUND,
     rescale,
     rescale_by_multiplier,
@@ -95,6 +110,7 @@ from legalize.quantized import (
     rescale_to_i32,
     round_half_away,
     rounding_mode,
+    tflite_quantize_multiplier,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -755,3 +771,65 @@ def add_int16_pot(op: Op, rw: Rewriter) -> list[Value] | Failure:
 def sub_int16_pot(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Power-of-two int16 SUB, as ADD with SUB in i32 (Sub16)."""
     return _add_or_sub_pot(op, rw, "tosa.sub")
+
+
+# ---------------------------------------------------------------------------
+# Integer path: MAXIMUM / MINIMUM
+
+_EXTREMA = {"tfl.maximum": "tosa.maximum", "tfl.minimum": "tosa.minimum"}
+
+
+@pattern(*_EXTREMA, kind="integer", label="maximum_minimum_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def maximum_minimum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """MAXIMUM / MINIMUM of the stored values (TOSA's are i32 only): both inputs
+    CAST to i32 (uint8 through the int8 twin), the extremum, CAST back, which
+    is exact since it is one of the inputs."""
+    result = op.results[0]
+    shared = same_quantization(op, [*op.operands[:2], result], ("i8", "ui8", "i16"))
+    if isinstance(shared, Failure):
+        return shared
+    out = tensor_type(result)
+    rank = len(out.shape)
+    wide = [build.cast(rw, to_int8(rw, reshape_to_rank(rw, v, rank)), i32)
+            for v in op.operands[:2]]
+    extremum = build.op(rw, _EXTREMA[op.name], wide, out.with_element(i32),
+                        nan_mode="PROPAGATE")
+    twin = out.with_element(int8_twin(shared)) if is_uint8(shared) else out
+    return [restore_uint8(rw, build.cast(rw, extremum, twin.element), result)]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: SQUARED_DIFFERENCE
+
+# squared_difference.cc: inputs are shifted left by 7 bits before their scaling.
+SQUARED_DIFFERENCE_LEFT_SHIFT = 7
+
+
+@pattern("tfl.squared_difference", kind="integer", label="squared_difference_int8",
+         types=("i8",))
+@integer_pattern
+def squared_difference_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Each input: RESCALE (x - zp) 2^7 exactly, RESCALE by s_i / (2 max s);
+    SUB, MUL (i32, |d| <= 2^15), RESCALE by (2 max s)^2 / (2^14 s_out) to the
+    output; every scaling double-rounded (TFLite's MBQM_SmallerThanOneExp)."""
+    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i8")
+    if isinstance(elements, Failure):
+        return elements
+    q1, q2, out = elements
+    # TFLite doubles the larger float32 scale (exact) and divides in double.
+    twice_max = 2.0 * max(q1.scale, q2.scale)
+    output_scale = twice_max * twice_max / ((1 << 2 * SQUARED_DIFFERENCE_LEFT_SHIFT) * out.scale)
+    if tflite_quantize_multiplier(output_scale)[1] > 0:
+        return Failure(f"{op.name}: output scaling {output_scale} >= 1 (TFLite requires < 1)")
+    result = tensor_type(op.results[0])
+    rank = len(result.shape)
+    scaled = []
+    for x, q in ((op.operands[0], q1), (op.operands[1], q2)):
+        shifted = rescale_to_i32(rw, reshape_to_rank(rw, x, rank),
+                                 float(1 << SQUARED_DIFFERENCE_LEFT_SHIFT))
+        scaled.append(rescale(rw, shifted, q.scale / twice_max, i32, input_zp=0, output_zp=0,
+                              rounding=DOUBLE_ROUND))
+    difference = build.op(rw, "tosa.sub", scaled, result.with_element(i32))
+    square = build.mul(rw, difference, difference, result_type=result.with_element(i32))
+    return [rescale_from_i32(rw, square, output_scale, out, DOUBLE_ROUND)]

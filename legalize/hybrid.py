@@ -48,7 +48,8 @@ These are the builtin (optimized) kernels; validate judges emulated models on
 them (tfl2tosa/validation.py says why).
 
 The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
-LSTM, UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN) and SVDF are legalize.rnn's and legalize.misc's
+LSTM: legalize.lstm's; UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN:
+legalize.rnn's) and SVDF (legalize.misc's) are those modules' float
 lowerings with these products in place of their float MATMULs (imported when
 such an op is met: converting other models does not load them).
 """
@@ -633,14 +634,14 @@ def stacked_int8(op: Op, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray
 @pattern("tfl.unidirectional_sequence_lstm", label="unidirectional_sequence_lstm_hybrid",
          kind="hybrid")
 def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """The LSTM of legalize.rnn with TFLite's hybrid products (lstm_eval.cc
+    """The LSTM of legalize.lstm with TFLite's hybrid products (lstm_eval.cc
     EvalHybrid): each gate starts from its bias, adds the input rows' and then
     the previous output's hybrid products; peephole weights are dequantized
     (`scale * q`, as the kernel recovers them); the projection is a hybrid
     product too."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    from legalize.rnn import lower_unidirectional_lstm
+    from legalize.lstm import lower_unidirectional_lstm
 
     return lower_unidirectional_lstm(op, rw, emulate=True)
 
@@ -651,7 +652,7 @@ def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     """Both directions as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    from legalize.rnn import lower_bidirectional_lstm
+    from legalize.lstm import lower_bidirectional_lstm
 
     return lower_bidirectional_lstm(op, rw, emulate=True)
 
@@ -674,7 +675,7 @@ def lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One LSTM step (lstm.cc, full kernel) as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    from legalize.rnn import lower_lstm
+    from legalize.lstm import lower_lstm
 
     return lower_lstm(op, rw, emulate=True)
 

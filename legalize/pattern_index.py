@@ -20,11 +20,11 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.arg_max': (
         ('legalize.reduce', 'arg_max_min'),
-        ('legalize.integer.data', 'arg_max_min_int'),
+        ('legalize.reduce', 'arg_max_min_int'),
     ),
     'tfl.arg_min': (
         ('legalize.reduce', 'arg_max_min'),
-        ('legalize.integer.data', 'arg_max_min_int'),
+        ('legalize.reduce', 'arg_max_min_int'),
     ),
     'tfl.assign_variable': (
         ('legalize.misc', 'resource_variable'),
@@ -47,7 +47,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.bidirectional_sequence_lstm': (
         ('legalize.hybrid', 'bidirectional_sequence_lstm_hybrid'),
-        ('legalize.rnn', 'bidirectional_sequence_lstm'),
+        ('legalize.lstm', 'bidirectional_sequence_lstm'),
     ),
     'tfl.bidirectional_sequence_rnn': (
         ('legalize.hybrid', 'bidirectional_sequence_rnn_hybrid'),
@@ -295,8 +295,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.lstm': (
         ('legalize.hybrid', 'lstm_hybrid'),
-        ('legalize.rnn', 'lstm'),
-        ('legalize.integer.lstm', 'lstm_int8'),
+        ('legalize.lstm', 'lstm'),
+        ('legalize.lstm', 'lstm_int8'),
     ),
     'tfl.matrix_diag': (
         ('legalize.updates', 'matrix_diag'),
@@ -311,7 +311,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.maximum': (
         ('legalize.elementwise', 'maximum_minimum'),
-        ('legalize.integer.data', 'maximum_minimum_int'),
+        ('legalize.elementwise', 'maximum_minimum_int'),
     ),
     'tfl.mean': (
         ('legalize.reduce', 'mean'),
@@ -320,7 +320,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.minimum': (
         ('legalize.elementwise', 'maximum_minimum'),
-        ('legalize.integer.data', 'maximum_minimum_int'),
+        ('legalize.elementwise', 'maximum_minimum_int'),
     ),
     'tfl.mirror_pad': (
         ('legalize.padding', 'mirror_pad'),
@@ -401,11 +401,11 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.reduce_max': (
         ('legalize.reduce', 'reduce_max_min'),
-        ('legalize.integer.data', 'reduce_max_min_int'),
+        ('legalize.reduce', 'reduce_max_min_int'),
     ),
     'tfl.reduce_min': (
         ('legalize.reduce', 'reduce_max_min'),
-        ('legalize.integer.data', 'reduce_max_min_int'),
+        ('legalize.reduce', 'reduce_max_min_int'),
     ),
     'tfl.reduce_prod': (
         ('legalize.reduce', 'reduce_prod'),
@@ -520,7 +520,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.squared_difference': (
         ('legalize.elementwise', 'squared_difference'),
-        ('legalize.integer.data', 'squared_difference_int8'),
+        ('legalize.elementwise', 'squared_difference_int8'),
     ),
     'tfl.squeeze': (
         ('legalize.shape', 'squeeze_expand_dims'),
@@ -568,8 +568,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.unidirectional_sequence_lstm': (
         ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),
-        ('legalize.rnn', 'unidirectional_sequence_lstm'),
-        ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
+        ('legalize.lstm', 'unidirectional_sequence_lstm'),
+        ('legalize.lstm', 'unidirectional_sequence_lstm_int8'),
     ),
     'tfl.unidirectional_sequence_rnn': (
         ('legalize.hybrid', 'unidirectional_sequence_rnn_hybrid'),

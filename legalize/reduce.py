@@ -1,6 +1,7 @@
 """Patterns for TFL reductions: MEAN, SUM, REDUCE_MAX/MIN/PROD/ANY/ALL,
 ARG_MAX/ARG_MIN, CUMSUM and TOPK_V2 (float data; int32 and bool where TOSA has
-the operation), and MEAN, SUM and REDUCE_PROD on quantized data.
+the operation), and MEAN, SUM, REDUCE_PROD, REDUCE_MAX/MIN and ARG_MAX/ARG_MIN
+on quantized data.
 
 TOSA reduces one axis at a time and keeps it with size 1; TFLite reduces a
 constant list of axes (negative ones count from the end, duplicates are
@@ -12,7 +13,8 @@ every output element sequentially over the reduced elements in memory order:
 one reduction rounds once, as TFLite's does at the end, where a chain would
 round between axes.
 
-Integer path (MEAN, SUM and REDUCE_PROD on quantized data):
+Integer path (MEAN, SUM, REDUCE_PROD, REDUCE_MAX/MIN, ARG_MAX/ARG_MIN on
+quantized data):
 
 MEAN (int8, int16): TFLite 2.20's reference kernels compute every quantized
 mean the same way (reference_ops::QuantizedMeanOrSum,
@@ -33,6 +35,12 @@ float32 arithmetic op by op, CAST to i32 and a unit RESCALE adding zp_out
 
 REDUCE_PROD (int8, int16): TFLite's reference_ops::QuantizedReduceProd, a
 chain of 48-bit products each scaled back to int32, see reduce_prod_int.
+
+ARG_MAX / ARG_MIN (int8, uint8; TFLite has no int16 kernel) compare stored
+values; the first index wins ties. REDUCE_MAX / REDUCE_MIN work on stored
+values and refuse differing input/output quantization at run time, so only
+equal quantization is lowered; other cases are left to the fallback
+(tests/test_legalize_integer_data.py pins both against the interpreter).
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ from typing import NamedTuple
 import numpy as np
 
 from legalize.common import constant_value, element, require_static, scalar, tensor_type
-from legalize.integer.support import integer_pattern, require_per_tensor
+from legalize.integer.data import UINT8_OFFSET, from_int8, int8_twin, restore_uint8, to_int8
+from legalize.integer.support import integer_pattern, require_per_tensor, same_quantization
 from legalize.quantized import (
     left_shifted_as_tflite,
     mean_multiplier,
@@ -56,7 +65,7 @@ from legalize.quantized import (
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import TensorType, UniformQuantized, f32, i1, i32, storage_type
+from tfl2tosa.ir.types import TensorType, UniformQuantized, f32, i1, i8, i32, storage_type
 from tfl2tosa.tosa import build
 from tfl2tosa.tosa.build import Elementwise
 
@@ -592,10 +601,6 @@ def sum_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(parameters, Failure):
         return parameters
     out_type, axes, scale, bias = parameters
-    # Imported here: importing legalize.integer.data at the top would register its
-    # patterns out of the registry's module order (see pooling.py).
-    from legalize.integer.data import UINT8_OFFSET, from_int8, int8_twin, to_int8
-
     # The twin holds stored - 128: widened with zero point -128 it is the stored value.
     stored = rescale_to_i32(rw, to_int8(rw, op.operands[0]), input_zp=-UINT8_OFFSET)
     integral = _rounded_sum(rw, stored, axes, scale, bias)
@@ -699,3 +704,63 @@ def reduce_prod_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
                            result.with_shape((rows, 1)), scale32=False,
                            rounding_mode="SINGLE_ROUND")
     return [build.reshape(rw, scaled, result.shape)]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: ARG_MAX / ARG_MIN
+
+
+@pattern("tfl.arg_max", "tfl.arg_min", kind="integer", label="arg_max_min_int",
+         types=("i8", "u8"))
+@integer_pattern
+def arg_max_min_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """ARGMAX of the stored int8 values (uint8 through the int8 twin, which keeps
+    the order). ARG_MIN: ARGMAX of BITWISE_NOT x = -1 - x, which reverses the
+    order without overflow (NEGATE would wrap -128) and keeps ties, so the first
+    index still wins as in TFLite's ArgMinMax."""
+    elements = require_per_tensor(op, op.operands[:1], "i8", "ui8")
+    if isinstance(elements, Failure):
+        return elements
+    result = tensor_type(op.results[0])
+    if storage_type(result.element) != i32:
+        return Failure(f"{op.name} with {result.element} output: TOSA has no 64-bit integers")
+    x = op.operands[0]
+    axes = constant_axes(op, 1, len(tensor_type(x).shape))
+    if isinstance(axes, Failure):
+        return axes
+    if len(axes) != 1:
+        return Failure(f"{op.name}: needs exactly one axis, got {axes}")
+    keys = to_int8(rw, x)
+    if op.name == "tfl.arg_min":
+        keys = build.op(rw, "tosa.bitwise_not", [keys], tensor_type(keys).with_element(i8))
+    return [build.op(rw, "tosa.argmax", [keys], result, axis=axes[0], nan_mode="PROPAGATE")]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: REDUCE_MAX / REDUCE_MIN
+
+_REDUCTIONS = {"tfl.reduce_max": "tosa.reduce_max", "tfl.reduce_min": "tosa.reduce_min"}
+
+
+@pattern(*_REDUCTIONS, kind="integer", label="reduce_max_min_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def reduce_max_min_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """REDUCE_MAX / REDUCE_MIN per axis on the stored values (uint8 through the
+    int8 twin), then RESHAPE to the result: input and output share their
+    quantization, as TFLite's kernel requires."""
+    x, result = op.operands[0], op.results[0]
+    shared = same_quantization(op, [x, result], ("i8", "ui8", "i16"))
+    if isinstance(shared, Failure):
+        return shared
+    shape = tensor_type(x).shape
+    if 0 in shape:
+        return Failure(f"{op.name}: empty input")
+    axes = constant_axes(op, 1, len(shape))
+    if isinstance(axes, Failure):
+        return axes
+    reduced = reduce_each(rw, _REDUCTIONS[op.name], to_int8(rw, x), axes)
+    if tensor_type(reduced).shape != tensor_type(result).shape:
+        reduced = build.reshape(rw, reduced, tensor_type(result).shape)
+    elif reduced is x:
+        reduced = build.op(rw, "tosa.identity", [x], tensor_type(x))
+    return [restore_uint8(rw, reduced, result)]

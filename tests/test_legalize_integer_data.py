@@ -1,4 +1,7 @@
-"""Integer patterns of legalize/integer/data.py, checked end to end.
+"""Integer patterns of quantized data ops (ARG_MAX/ARG_MIN and REDUCE_MAX/MIN in
+legalize/reduce.py, MAXIMUM/MINIMUM and SQUARED_DIFFERENCE in
+legalize/elementwise.py) and the uint8 wrappers of legalize/integer/data.py,
+checked end to end.
 
 Every case converts a quantized model, requires the op under test to take
 its integer pattern, and requires our reference model to equal TFLite's

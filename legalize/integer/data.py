@@ -1,22 +1,7 @@
-"""Integer patterns for quantized data ops: ARG_MAX/ARG_MIN,
-REDUCE_MAX/REDUCE_MIN, MAXIMUM/MINIMUM, SQUARED_DIFFERENCE, and uint8 bodies
-through int8 twins (the uint8 <-> int8 moves other families use too).
+"""uint8 bodies through int8 twins: the uint8 <-> int8 moves other families
+use too, and the pattern running a uint8 op as its int8 pattern.
 
-What TFLite 2.20's builtin reference kernels compute (read in the kernels,
-confirmed on the interpreter; tests/test_legalize_integer_data.py pins each):
-
-- ARG_MAX / ARG_MIN (int8, uint8; TFLite has no int16 kernel) compare stored
-  values; the first index wins ties.
-- REDUCE_MAX / REDUCE_MIN and MAXIMUM / MINIMUM work on stored values: the
-  reduction refuses differing input/output quantization at run time, and
-  MAXIMUM/MINIMUM ignore it, so only equal quantization (the converter's
-  `same scale` constraint) is a real maximum; other cases are left to the
-  fallback.
-- SQUARED_DIFFERENCE (int8 only, squared_difference.cc): like ADD with a left
-  shift of 7: `a_i = MBQM((x_i - zp_i) 2^7, s_i / (2 max(s_1, s_2)))`, then
-  `zp_out + MBQM((a_1 - a_2)^2, (2 max)^2 / (2^14 s_out))`, clamped.
-
-uint8: TOSA integers are signed and unsigned data exists only in RESCALE's
+TOSA integers are signed and unsigned data exists only in RESCALE's
 `input_unsigned` / `output_unsigned`; RESCALE cannot widen unsigned data to
 i32 directly. A uint8 tensor with (s, zp) is moved exactly into its int8
 twin (s, zp - 128) by a unit RESCALE (stored value - 128), and back. The
@@ -32,16 +17,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from legalize.common import constant_value, reshape_to_rank
-from legalize.integer.support import integer_pattern, require_per_tensor, tensor_type
-from legalize.quantized import (
-    DOUBLE_ROUND,
-    quantize_multiplier,
-    rescale,
-    rescale_from_i32,
-    rescale_to_i32,
-    tflite_quantize_multiplier,
-)
+from legalize.common import constant_value
+from legalize.integer.support import tensor_type
+from legalize.quantized import quantize_multiplier
 from legalize.registry import pattern, patterns_for
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since
@@ -165,157 +143,6 @@ def requantize_uint8(rw: Rewriter, x: Value, target: TensorType, rounding: str) 
     return _rescale(rw, x, source.with_element(s_out), multiplier, shift, zero_point(s_in),
                     zero_point(s_out), rounding=rounding, input_unsigned=is_uint8(s_in),
                     output_unsigned=is_uint8(s_out))
-
-
-def _same_quantization(op: Op, values: list[Value], storages: tuple[str, ...]
-                       ) -> UniformQuantized | Failure:
-    """The one per-tensor quantized element all `values` share, or why there is none."""
-    elements = require_per_tensor(op, values, *storages)
-    if isinstance(elements, Failure):
-        return elements
-    if len(set(elements)) != 1:
-        return Failure(f"{op.name}: operands and result differ in quantization, which "
-                       "TFLite's kernel ignores or refuses (left to the fallback)")
-    return elements[0]
-
-
-def _constant_axes(op: Op, rank: int) -> list[int] | Failure:
-    """The constant axis operand (1) as sorted, distinct, non-negative axes."""
-    array = constant_value(op.operands[1])
-    if array is None:
-        return Failure(f"{op.name}: the axis operand is not a constant")
-    axes = [int(a) for a in np.ravel(array)]
-    if any(not -rank <= a < rank for a in axes):
-        return Failure(f"{op.name}: axis {axes} out of range for rank {rank}")
-    return sorted({a % rank for a in axes})
-
-
-def _reduce_each(rw: Rewriter, name: str, x: Value, axes: list[int]) -> Value:
-    """One TOSA reduction per axis, each keeping its axis with size 1."""
-    for axis in axes:
-        shape = list(tensor_type(x).shape)
-        shape[axis] = 1
-        x = build.op(rw, name, [x], tensor_type(x).with_shape(tuple(shape)), axis=axis)
-    return x
-
-
-# ---------------------------------------------------------------------------
-# ARG_MAX / ARG_MIN
-
-
-@pattern("tfl.arg_max", "tfl.arg_min", kind="integer", label="arg_max_min_int",
-         types=("i8", "u8"))
-@integer_pattern
-def arg_max_min_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """ARGMAX of the stored int8 values (uint8 through the int8 twin, which keeps
-    the order). ARG_MIN: ARGMAX of BITWISE_NOT x = -1 - x, which reverses the
-    order without overflow (NEGATE would wrap -128) and keeps ties, so the first
-    index still wins as in TFLite's ArgMinMax."""
-    elements = require_per_tensor(op, op.operands[:1], "i8", "ui8")
-    if isinstance(elements, Failure):
-        return elements
-    result = tensor_type(op.results[0])
-    if storage_type(result.element) != i32:
-        return Failure(f"{op.name} with {result.element} output: TOSA has no 64-bit integers")
-    x = op.operands[0]
-    axes = _constant_axes(op, len(tensor_type(x).shape))
-    if isinstance(axes, Failure):
-        return axes
-    if len(axes) != 1:
-        return Failure(f"{op.name}: needs exactly one axis, got {axes}")
-    keys = to_int8(rw, x)
-    if op.name == "tfl.arg_min":
-        keys = build.op(rw, "tosa.bitwise_not", [keys], tensor_type(keys).with_element(i8))
-    return [build.op(rw, "tosa.argmax", [keys], result, axis=axes[0], nan_mode="PROPAGATE")]
-
-
-# ---------------------------------------------------------------------------
-# REDUCE_MAX / REDUCE_MIN, MAXIMUM / MINIMUM
-
-_REDUCTIONS = {"tfl.reduce_max": "tosa.reduce_max", "tfl.reduce_min": "tosa.reduce_min"}
-
-
-@pattern(*_REDUCTIONS, kind="integer", label="reduce_max_min_int", types=("i8", "u8", "i16"))
-@integer_pattern
-def reduce_max_min_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """REDUCE_MAX / REDUCE_MIN per axis on the stored values (uint8 through the
-    int8 twin), then RESHAPE to the result: input and output share their
-    quantization, as TFLite's kernel requires."""
-    x, result = op.operands[0], op.results[0]
-    shared = _same_quantization(op, [x, result], ("i8", "ui8", "i16"))
-    if isinstance(shared, Failure):
-        return shared
-    shape = tensor_type(x).shape
-    if 0 in shape:
-        return Failure(f"{op.name}: empty input")
-    axes = _constant_axes(op, len(shape))
-    if isinstance(axes, Failure):
-        return axes
-    reduced = _reduce_each(rw, _REDUCTIONS[op.name], to_int8(rw, x), axes)
-    if tensor_type(reduced).shape != tensor_type(result).shape:
-        reduced = build.reshape(rw, reduced, tensor_type(result).shape)
-    elif reduced is x:
-        reduced = build.op(rw, "tosa.identity", [x], tensor_type(x))
-    return [restore_uint8(rw, reduced, result)]
-
-
-_EXTREMA = {"tfl.maximum": "tosa.maximum", "tfl.minimum": "tosa.minimum"}
-
-
-@pattern(*_EXTREMA, kind="integer", label="maximum_minimum_int", types=("i8", "u8", "i16"))
-@integer_pattern
-def maximum_minimum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """MAXIMUM / MINIMUM of the stored values (TOSA's are i32 only): both inputs
-    CAST to i32 (uint8 through the int8 twin), the extremum, CAST back, which
-    is exact since it is one of the inputs."""
-    result = op.results[0]
-    shared = _same_quantization(op, [*op.operands[:2], result], ("i8", "ui8", "i16"))
-    if isinstance(shared, Failure):
-        return shared
-    out = tensor_type(result)
-    rank = len(out.shape)
-    wide = [build.cast(rw, to_int8(rw, reshape_to_rank(rw, v, rank)), i32)
-            for v in op.operands[:2]]
-    extremum = build.op(rw, _EXTREMA[op.name], wide, out.with_element(i32),
-                        nan_mode="PROPAGATE")
-    twin = out.with_element(int8_twin(shared)) if is_uint8(shared) else out
-    return [restore_uint8(rw, build.cast(rw, extremum, twin.element), result)]
-
-
-# ---------------------------------------------------------------------------
-# SQUARED_DIFFERENCE
-
-# squared_difference.cc: inputs are shifted left by 7 bits before their scaling.
-SQUARED_DIFFERENCE_LEFT_SHIFT = 7
-
-
-@pattern("tfl.squared_difference", kind="integer", label="squared_difference_int8",
-         types=("i8",))
-@integer_pattern
-def squared_difference_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """Each input: RESCALE (x - zp) 2^7 exactly, RESCALE by s_i / (2 max s);
-    SUB, MUL (i32, |d| <= 2^15), RESCALE by (2 max s)^2 / (2^14 s_out) to the
-    output; every scaling double-rounded (TFLite's MBQM_SmallerThanOneExp)."""
-    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i8")
-    if isinstance(elements, Failure):
-        return elements
-    q1, q2, out = elements
-    # TFLite doubles the larger float32 scale (exact) and divides in double.
-    twice_max = 2.0 * max(q1.scale, q2.scale)
-    output_scale = twice_max * twice_max / ((1 << 2 * SQUARED_DIFFERENCE_LEFT_SHIFT) * out.scale)
-    if tflite_quantize_multiplier(output_scale)[1] > 0:
-        return Failure(f"{op.name}: output scaling {output_scale} >= 1 (TFLite requires < 1)")
-    result = tensor_type(op.results[0])
-    rank = len(result.shape)
-    scaled = []
-    for x, q in ((op.operands[0], q1), (op.operands[1], q2)):
-        shifted = rescale_to_i32(rw, reshape_to_rank(rw, x, rank),
-                                 float(1 << SQUARED_DIFFERENCE_LEFT_SHIFT))
-        scaled.append(rescale(rw, shifted, q.scale / twice_max, i32, input_zp=0, output_zp=0,
-                              rounding=DOUBLE_ROUND))
-    difference = build.op(rw, "tosa.sub", scaled, result.with_element(i32))
-    square = build.mul(rw, difference, difference, result_type=result.with_element(i32))
-    return [rescale_from_i32(rw, square, output_scale, out, DOUBLE_ROUND)]
 
 
 # ---------------------------------------------------------------------------
