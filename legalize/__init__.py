@@ -13,12 +13,14 @@ from legalize.integer import MODULES as INTEGER_MODULES
 from legalize.registry import LABELS, PATTERNS, pattern
 
 # Family modules, each registering its patterns on import (explicit list).
-# Their order is the order the patterns of one op are tried in (the index
-# records it); "integer" stands for the modules of `legalize.integer`. It
-# matters only where two patterns accept the same op: type-generic ("any")
-# data movement before the uint8 wrappers, those before the integer
-# patterns, and integer patterns before the float ones of the later modules.
+# The driver hands an op only to the patterns whose kind serves it, tried by
+# kind (`legalize.registry.KINDS`), then in this order of their modules (the
+# index records it); "integer" stands for the modules of `legalize.integer`.
+# Among patterns of one kind it matters only where two serve the same op:
+# "integer" leads because its `data` module's uint8 wrappers must see a
+# uint8 op before the int8 patterns of the family modules do.
 MODULES = (
+    "integer",
     "activations",
     "calls",
     "casts",
@@ -38,7 +40,6 @@ MODULES = (
     "space_batch",
     "reverse",
     "updates",
-    "integer",
     "mediapipe",
     "misc",
     "nms",
@@ -46,6 +47,7 @@ MODULES = (
     "pooling",
     "reduce",
     "resize",
+    "lstm",
     "rnn",
     "unsupported",
 )

@@ -1,50 +1,120 @@
 """Patterns for TFL activations: RELU family, LEAKY_RELU, PRELU, LOGISTIC, TANH,
-GELU, ELU, HARD_SWISH, SOFTMAX, LOG_SOFTMAX (float path).
+GELU, ELU, HARD_SWISH, SOFTMAX, LOG_SOFTMAX on float data, and the quantized
+activations (EXP, LOG and RSQRT among them) and SOFTMAX in integer arithmetic.
 
-Each lowering follows the arithmetic of TFLite's reference kernel
+Each float lowering follows the arithmetic of TFLite's reference kernel
 (`tensorflow/lite/kernels/internal/reference/*.h`) step by step, so that the
 only differences left are the ulp-bounded precision of TOSA's transcendental
 ops and the exact-division-vs-reciprocal rounding where TOSA has no divide.
+
+Integer path: quantized activations, bit exact with TFLite's reference kernels.
+
+| op                                | int8 / uint8                         | int16                          |
+|-----------------------------------|--------------------------------------|--------------------------------|
+| LOGISTIC, TANH                    | TABLE (LUTPopulate, float32)         | the fixed-point kernel: GATHER from TFLite's sigmoid table + integer ops |
+| EXP, LOG, GELU                    | TABLE (LUTPopulate, float32)         | TABLE (LUTPopulate int16) + RESCALE 2^-7 |
+| RSQRT                             | TABLE of the integer kernel (int8)   | TABLE (LUTPopulate int16) + RESCALE 2^-7 |
+| ELU                               | TABLE (LUTPopulate, int8 only)       | -                              |
+| HARD_SWISH                        | TABLE of the integer kernel          | -                              |
+| RELU, RELU6 (+N1_TO_1, 0_TO_1: 8-bit) | RESCALE + CLAMP                  | RESCALE + CLAMP                |
+| LEAKY_RELU                        | RESCALE x2 + SELECT on the sign      | same                           |
+| PRELU                             | RESCALE, MUL by alpha, RESCALE x2 + SELECT | -                        |
+
+(uint8 RELU/LEAKY_RELU/PRELU compute on int8 twins between exact unit
+RESCALEs; types TFLite has no kernel for are refused.)
+
+An 8-bit input takes only 256 values, so any per-element function of it is
+one TOSA TABLE; the table holds exactly what TFLite's kernel computes for
+each value (its float32 LUT, or its integer arithmetic replayed in numpy).
+uint8 tensors sit in signless i8 storage: the TABLE is indexed by the stored
+byte, so a uint8 table is the same function permuted (`_tosa_table_8bit`).
+
+TFLite's int16 LUT kernels (kernels/internal/common.h LUTPopulate<int16_t>,
+LUTLookup) interpolate a 513-entry table on 7 fractional bits and round
+`(slope * frac + 64) >> 7`: TOSA's int16 TABLE gives `(base << 7) + slope *
+frac` exactly, and a RESCALE by 2^-7 with SINGLE_ROUND adds the 64 and shifts.
+
+The facts were measured against TF 2.20's interpreter (BUILTIN_REF) on every
+input value over many random scales; where they differ from the kernel
+sources we could read, the comments say so.
+
+Integer SOFTMAX: int8 input (int8 or int16 output) and int16
+(int16 output, at the end of this module), TFLite's reference kernels bit exact.
+
+int8 uses PRO-INT operations only. It follows
+reference_ops::Softmax (kernels/internal/reference/softmax.h), per row:
+1. `d = x - max(row)`, an integer in [-255, 0].
+2. `E(d) = exp_on_negative_values(SRDHM(d * 2^ls, m))` in Q0.31 (gemmlowp),
+   0 where `d < diff_min` (legalize.quantized.softmax_exp).
+3. `sum = sum(RoundingDivideByPOT(E, 12))` (Q12.19).
+4. `GetReciprocal(sum, 12)`: `clz = CountLeadingZeros(sum)`, `scale =
+   one_over_one_plus_x_for_x_in_0_1((sum << clz) - 2^31)` (gemmlowp Newton-
+   Raphson in Q2.29), `num_bits_over_unit = 12 - clz`.
+5. `out = RoundingDivideByPOT(SRDHM(scale, E), num_bits_over_unit + 31 - bits)
+   + out_min`, clamped (bits = 8 or 16 of the output type).
+
+TOSA: E depends only on d, which takes 256 values, so E comes from int8
+TABLEs indexed by `d + 127`: one TABLE per byte of E (bytes 0-2 stored minus
+128 so they fit int8, byte 3 < 128 as is) and a recombination with RESCALEs
+(which add the 128 back through the input zero point and scale by 2^8k) and
+ADDs. The rest is integer arithmetic: TOSA MUL with shift 31 equals SRDHM
+when the product is not INT32_MIN^2, ARITHMETIC_RIGHT_SHIFT with round equals
+RoundingDivideByPOT for non-negative values (all values here are), CLZ,
+LOGICAL_LEFT_SHIFT and BITWISE_AND compute the normalized sum.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from legalize.common import (
-    require_float,
-    require_static,
-    reshape_to_rank,
-    scalar,
-    tensor_type,
+from legalize.common import require_static, reshape_to_rank, scalar, tensor_type
+from legalize.integer.data import int8_twin, is_uint8, restore_uint8, to_int8
+from legalize.integer.support import integer_pattern, per_tensor, require_one_storage, static_shape
+from legalize.quantized import (
+    INT32_MAX,
+    SINGLE_ROUND,
+    left_shifted_as_tflite,
+    quantize_scalar,
+    rescale,
+    rescale_by_multiplier,
+    rescale_to_i32,
+    rounding_divide_by_pot,
+    rounding_mode,
+    saturating_left_shift,
+    saturating_rounding_doubling_high_mul,
+    softmax_exp,
+    softmax_input_scaling,
+    table_i16,
+    tflite_quantize_multiplier,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import TensorType, i1, numpy_dtype
+from tfl2tosa.ir.types import (
+    TensorType,
+    UniformQuantized,
+    f32,
+    i1,
+    i8,
+    i16,
+    i32,
+    numpy_dtype,
+    storage_type,
+)
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
-# Helpers (candidates for legalize/common.py)
-
-
-def unary(rw: Rewriter, name: str, x: Value) -> Value:
-    """A one-operand, same-type TOSA op (EXP, TANH, RECIPROCAL, ...)."""
-    return build.op(rw, name, [x], tensor_type(x))
-
-
-def binary(rw: Rewriter, name: str, x: Value, y: Value, result: TensorType) -> Value:
-    """ADD/SUB/MAXIMUM/MINIMUM/POW on equal-rank operands (MUL: use build.mul)."""
-    attrs = {"nan_mode": "PROPAGATE"} if name in ("tosa.maximum", "tosa.minimum") else {}
-    return build.op(rw, name, [x, y], result, **attrs)
+# Helpers
 
 
 def float_operand(op: Op) -> Failure | None:
-    """Failure unless `op` is on the float path with a statically shaped input."""
-    failure = require_float(op)
-    return failure if failure is not None else require_static(op)
+    """Failure unless `op` is statically shaped (the driver hands float patterns
+    no quantized op)."""
+    return require_static(op)
 
 
 def _result(op: Op) -> TensorType:
@@ -66,8 +136,6 @@ _RELU_BOUNDS = {
 @pattern("tfl.relu", "tfl.relu6", "tfl.relu_n1_to_1", "tfl.relu_0_to_1")
 def relu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """CLAMP to the activation's range (unbounded above: the type's largest finite)."""
-    if (failure := require_float(op)) is not None:
-        return failure
     t = _result(op)
     if not t.element.is_float:
         return Failure(f"{op.name}: a {t.element} RELU needs quantization parameters")
@@ -89,10 +157,10 @@ def leaky_relu(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    scaled = build.mul(rw, x, scalar(rw, float(op.attrs.get("alpha", 0.2)), elem, rank))
-    positive = build.op(rw, "tosa.greater", [x, scalar(rw, 0.0, elem, rank)], t.with_element(i1))
-    return [build.op(rw, "tosa.select", [positive, x, scaled], t)]
+    e = Elementwise(rw, len(t.shape))
+    scaled = e.mul(x, e.const(float(op.attrs.get("alpha", 0.2)), t.element))
+    positive = e.greater(x, e.const(0.0, t.element))
+    return [e.select(positive, x, scaled)]
 
 
 @pattern("tfl.prelu")
@@ -102,12 +170,11 @@ def prelu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if (failure := float_operand(op)) is not None:
         return failure
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    x, alpha = (reshape_to_rank(rw, v, rank) for v in op.operands)
-    scaled = build.mul(rw, x, alpha, result_type=t)
-    non_negative = build.op(rw, "tosa.greater_equal", [x, scalar(rw, 0.0, elem, rank)],
-                            tensor_type(x).with_element(i1))
-    return [build.op(rw, "tosa.select", [non_negative, x, scaled], t)]
+    e = Elementwise(rw, len(t.shape))
+    x, alpha = (reshape_to_rank(rw, v, e.rank) for v in op.operands)
+    scaled = e.mul(x, alpha)
+    non_negative = e.greater_equal(x, e.const(0.0, t.element))
+    return [e.select(non_negative, x, scaled)]
 
 
 @pattern("tfl.hard_swish")
@@ -117,11 +184,9 @@ def hard_swish(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    shifted = binary(rw, "tosa.add", x, scalar(rw, 3.0, elem, rank), t)
-    relu6 = build.clamp(rw, shifted, 0.0, 6.0)
-    product = build.mul(rw, x, relu6)
-    return [build.mul(rw, product, scalar(rw, 1.0 / 6.0, elem, rank))]
+    e = Elementwise(rw, len(t.shape))
+    relu6 = build.clamp(rw, e.add(x, e.const(3.0, t.element)), 0.0, 6.0)
+    return [e.mul(e.mul(x, relu6), e.const(1.0 / 6.0, t.element))]
 
 
 # ---------------------------------------------------------------------------
@@ -131,17 +196,15 @@ def hard_swish(op: Op, rw: Rewriter) -> list[Value] | Failure:
 @pattern("tfl.logistic")
 def logistic(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """SIGMOID."""
-    if (failure := require_float(op)) is not None:
-        return failure
-    return [unary(rw, "tosa.sigmoid", op.operands[0])]
+    x = op.operands[0]
+    return [build.op(rw, "tosa.sigmoid", [x], tensor_type(x))]
 
 
 @pattern("tfl.tanh")
 def tanh(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TANH."""
-    if (failure := require_float(op)) is not None:
-        return failure
-    return [unary(rw, "tosa.tanh", op.operands[0])]
+    x = op.operands[0]
+    return [build.op(rw, "tosa.tanh", [x], tensor_type(x))]
 
 
 @pattern("tfl.elu")
@@ -156,12 +219,12 @@ def elu(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
-    half = build.mul(rw, x, scalar(rw, 0.5, elem, rank))
-    exp_plus_one = binary(rw, "tosa.add", unary(rw, "tosa.exp", x), scalar(rw, 1.0, elem, rank), t)
-    expm1 = build.mul(rw, unary(rw, "tosa.tanh", half), exp_plus_one)
-    negative = build.op(rw, "tosa.greater", [scalar(rw, 0.0, elem, rank), x], t.with_element(i1))
-    return [build.op(rw, "tosa.select", [negative, expm1, x], t)]
+    e = Elementwise(rw, len(t.shape))
+    half = e.mul(x, e.const(0.5, t.element))
+    exp_plus_one = e.add(e.unary("tosa.exp", x), e.const(1.0, t.element))
+    expm1 = e.mul(e.unary("tosa.tanh", half), exp_plus_one)
+    negative = e.greater(e.const(0.0, t.element), x)
+    return [e.select(negative, expm1, x)]
 
 
 # sqrt(2 / pi) as TFLite's kernel rounds it: float(M_2_SQRTPI * M_SQRT1_2).
@@ -181,18 +244,17 @@ def gelu(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if (failure := float_operand(op)) is not None:
         return failure
     x = op.operands[0]
-    t = _result(op)
-    elem, rank = t.element, len(t.shape)
+    elem = _result(op).element
+    e = Elementwise(rw, len(_result(op).shape))
     if op.attrs.get("approximate", False):
-        cubic = build.mul(rw, build.mul(rw, build.mul(rw, scalar(rw, 0.044715, elem, rank), x), x), x)
-        inner = build.mul(rw, scalar(rw, _SQRT_2_OVER_PI, elem, rank),
-                          binary(rw, "tosa.add", x, cubic, t))
-        curve = unary(rw, "tosa.tanh", inner)
+        cubic = e.mul(e.mul(e.mul(e.const(0.044715, elem), x), x), x)
+        inner = e.mul(e.const(_SQRT_2_OVER_PI, elem), e.add(x, cubic))
+        curve = e.unary("tosa.tanh", inner)
     else:
-        curve = unary(rw, "tosa.erf", build.mul(rw, x, scalar(rw, _SQRT_HALF, elem, rank)))
-    one_plus = binary(rw, "tosa.add", scalar(rw, 1.0, elem, rank), curve, t)
-    half_x = build.mul(rw, scalar(rw, 0.5, elem, rank), x)
-    return [build.mul(rw, half_x, one_plus)]
+        curve = e.unary("tosa.erf", e.mul(x, e.const(_SQRT_HALF, elem)))
+    one_plus = e.add(e.const(1.0, elem), curve)
+    half_x = e.mul(e.const(0.5, elem), x)
+    return [e.mul(half_x, one_plus)]
 
 
 def _last_axis_max_shift(rw: Rewriter, x: Value) -> tuple[Value, TensorType]:
@@ -201,7 +263,7 @@ def _last_axis_max_shift(rw: Rewriter, x: Value) -> tuple[Value, TensorType]:
     axis = len(t.shape) - 1
     reduced = t.with_shape(tuple(t.shape[:-1]) + (1,))
     maximum = build.op(rw, "tosa.reduce_max", [x], reduced, axis=axis, nan_mode="PROPAGATE")
-    return binary(rw, "tosa.sub", x, maximum, t), reduced
+    return Elementwise(rw, len(t.shape)).sub(x, maximum), reduced
 
 
 def _last_axis_sum(rw: Rewriter, x: Value, reduced: TensorType) -> Value:
@@ -216,16 +278,16 @@ def softmax(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     x = op.operands[0]
     t = _result(op)
-    elem, rank = t.element, len(t.shape)
     if not t.shape:
         return Failure("tfl.softmax: rank-0 input")
+    e = Elementwise(rw, len(t.shape))
     shifted, reduced = _last_axis_max_shift(rw, x)
     beta = float(op.attrs.get("beta", 1.0))
     if beta != 1.0:
-        shifted = build.mul(rw, shifted, scalar(rw, beta, elem, rank))
-    exp = unary(rw, "tosa.exp", shifted)
-    inverse = unary(rw, "tosa.reciprocal", _last_axis_sum(rw, exp, reduced))
-    return [build.mul(rw, exp, inverse)]
+        shifted = e.mul(shifted, e.const(beta, t.element))
+    exp = e.unary("tosa.exp", shifted)
+    inverse = e.reciprocal(_last_axis_sum(rw, exp, reduced))
+    return [e.mul(exp, inverse)]
 
 
 @pattern("tfl.log_softmax")
@@ -241,6 +303,919 @@ def log_softmax(op: Op, rw: Rewriter) -> list[Value] | Failure:
     t = _result(op)
     if not t.shape:
         return Failure("tfl.log_softmax: rank-0 input")
+    e = Elementwise(rw, len(t.shape))
     shifted, reduced = _last_axis_max_shift(rw, x)
-    log_sum = unary(rw, "tosa.log", _last_axis_sum(rw, unary(rw, "tosa.exp", shifted), reduced))
-    return [binary(rw, "tosa.sub", shifted, log_sum, t)]
+    log_sum = e.unary("tosa.log", _last_axis_sum(rw, e.unary("tosa.exp", shifted), reduced))
+    return [e.sub(shifted, log_sum)]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: quantized activations
+
+I8, U8, I16 = "i8", "ui8", "i16"
+_F32 = np.float32
+Transform = Callable[[np.ndarray], np.ndarray]
+
+
+# ---------------------------------------------------------------------------
+# Operand checks
+
+
+def _unary_types(op: Op, *storages: str) -> tuple[UniformQuantized, UniformQuantized] | Failure:
+    """Per-tensor input and output types of one of `storages`, the same for
+    both (TFLite's kernels require it); int16 zero points 0 (TFLite and TOSA
+    RESCALE both require it)."""
+    elements = require_one_storage(op, [op.operands[0], op.results[0]], *storages)
+    if isinstance(elements, Failure):
+        return elements
+    x_type, out_type = elements
+    if x_type.storage.bits == 16 and (x_type.zero_point or out_type.zero_point):
+        return Failure(f"{op.name}: int16 zero points must be 0")
+    return x_type, out_type
+
+
+def _storage_values(q: UniformQuantized) -> np.ndarray:
+    """Every value of q's storage type, in increasing order (int64)."""
+    storage = storage_type(q)
+    return np.arange(storage.min_value, storage.max_value + 1, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# 8-bit tables
+
+
+def lut_8bit(transform: Transform, in_type: UniformQuantized,
+             out_type: UniformQuantized) -> np.ndarray:
+    """TFLite's `LUTPopulate<T>` for 8-bit T: the output of each input value.
+
+    In float32, as the kernel: `y = transform(s_in * (v - zp_in))`, then
+    `round_half_away(y * (1 / s_out)) + zp_out` clamped to T's range. A NaN
+    y gives T's minimum; infinities and finite values beyond int32 saturate
+    (measured with EXP, LOG, LOGISTIC, TANH, GELU; legalize.quantized.table_i8
+    instead casts them to INT32_MIN as a bare x86 conversion would).
+    """
+    values = _storage_values(in_type)
+    lo, hi = int(values[0]), int(values[-1])
+    inverse_scale = _F32(1) / _F32(out_type.scale)
+    with np.errstate(all="ignore"):
+        dequantized = _F32(in_type.scale) * (values - in_type.zero_point).astype(_F32)
+        y = np.asarray(transform(dequantized), dtype=_F32)
+        scaled = (y * inverse_scale).astype(_F32)
+        rounded = np.sign(scaled) * np.floor(np.abs(scaled) + _F32(0.5))
+        quantized = (rounded + _F32(out_type.zero_point)).astype(_F32)
+        clamped = np.clip(np.nan_to_num(quantized, nan=lo, posinf=hi, neginf=lo), lo, hi)
+    return clamped.astype(np.int64)
+
+
+def _tosa_table_8bit(outputs: np.ndarray, q: UniformQuantized) -> np.ndarray:
+    """The i8[256] TOSA TABLE for per-value `outputs` (storage order).
+
+    TOSA indexes with the stored byte read as signed, plus 128. For uint8
+    the byte of value v reads as v - 256 when v >= 128, so entry k holds the
+    output for v = k XOR 0x80, stored as its byte.
+    """
+    if storage_type(q).is_signed:
+        return outputs.astype(np.int8)
+    return outputs[np.arange(256) ^ 0x80].astype(np.uint8).view(np.int8)
+
+
+def _table_8bit(rw: Rewriter, x: Value, out_type: UniformQuantized,
+                outputs: np.ndarray) -> Value:
+    table = build.const(rw, _tosa_table_8bit(outputs, out_type), i8)
+    return build.op(rw, "tosa.table", [x, table], x.type.with_element(out_type))
+
+
+# ---------------------------------------------------------------------------
+# 16-bit tables
+
+
+def _table_16bit(rw: Rewriter, x: Value, out_type: UniformQuantized,
+                 table: np.ndarray) -> Value | Failure:
+    """TABLE (i16 -> i32, `(base << 7) + slope * frac`) then `(v + 64) >> 7`.
+
+    TFLite's LUTLookup holds the slope in int16 and wraps it; TOSA REQUIREs
+    that it fits, so a table with a larger step is not lowered.
+    """
+    steps = np.diff(table.astype(np.int64))
+    if steps.size and (steps.min() < -32768 or steps.max() > 32767):
+        return Failure("an int16 lookup table step does not fit int16 (TFLite wraps it)")
+    looked_up = build.op(rw, "tosa.table", [x, build.const(rw, table.astype(np.int16), i16)],
+                         x.type.with_element(i32))
+    return rescale(rw, looked_up, 2.0 ** -7, out_type, input_zp=0, rounding=SINGLE_ROUND)
+
+
+def _lut_int16(transform: Callable[[np.float32], np.float32], in_type: UniformQuantized,
+               out_type: UniformQuantized) -> np.ndarray:
+    """TFLite's LUTPopulate<int16_t>: TF 2.20 instantiates it with float32
+    arithmetic for EXP, LOG, RSQRT and GELU (measured on all 65536 inputs;
+    double arithmetic differs by 1 LSB in some entries)."""
+    return table_i16(transform, in_type, out_type, float_type=_F32)
+
+
+# ---------------------------------------------------------------------------
+# The float functions TFLite's LUTs sample, in float32 like <cmath> on float.
+# Each libm call is evaluated in double and rounded once (glibc's float
+# functions are correctly rounded in these ranges; measured identical).
+
+
+def _f32_of(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    def apply(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(_F32)
+    return apply
+
+
+_exp = _f32_of(np.exp)
+_expm1 = _f32_of(np.expm1)
+_tanh = _f32_of(np.tanh)
+_log = _f32_of(np.log)
+_sqrt = _f32_of(np.sqrt)
+_erfc = _f32_of(np.vectorize(math.erfc, otypes=[np.float64]))
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    """`1.0f / (1.0f + std::exp(-value))`."""
+    x = np.asarray(x, dtype=_F32)
+    return (_F32(1) / (_F32(1) + _exp(-x))).astype(_F32)
+
+
+def _elu(x: np.ndarray) -> np.ndarray:
+    """`value < 0 ? std::expm1(value) : value` (activations.cc EluPrepare)."""
+    x = np.asarray(x, dtype=_F32)
+    return np.where(x < 0, _expm1(x), x).astype(_F32)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """reference_ops::GeluTransform: `0.5f * x * erfc(x * -M_SQRT1_2)`."""
+    x = np.asarray(x, dtype=_F32)
+    return (_F32(0.5) * x * _erfc(x * _F32(-math.sqrt(0.5)))).astype(_F32)
+
+
+# float(M_2_SQRTPI * M_SQRT1_2), reference_ops gelu_internal::kSqrt2dPi.
+_SQRT_2_OVER_PI_F32 = _F32(2.0 / math.sqrt(math.pi) * math.sqrt(0.5))
+
+
+def _gelu_approximate(x: np.ndarray) -> np.ndarray:
+    """GeluTransformApproximate: `0.5f * x * (1 + tanh(k * (x + 0.044715f * x^3)))`."""
+    x = np.asarray(x, dtype=_F32)
+    inner = _SQRT_2_OVER_PI_F32 * (x + _F32(0.044715) * x * x * x)
+    return (_F32(0.5) * x * (_F32(1) + _tanh(inner))).astype(_F32)
+
+
+def _log_at_least(lowest: float) -> Transform:
+    """TF 2.20's int16 LOG table samples `max(out_min, log(x))`: non-positive
+    inputs (log NaN or -inf) give the output range's minimum (measured)."""
+    def transform(x: np.ndarray) -> np.ndarray:
+        y = _log(x)
+        return np.where(y >= _F32(lowest), y, _F32(lowest)).astype(_F32)
+    return transform
+
+
+def _rsqrt_at_most(highest: float) -> Transform:
+    """TF 2.20's int16 RSQRT table samples `min(out_max, 1.f / std::sqrt(x))`:
+    zero and negative inputs give the output range's maximum (measured)."""
+    def transform(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            y = (_F32(1) / _sqrt(x)).astype(_F32)
+        return np.where(y <= _F32(highest), y, _F32(highest)).astype(_F32)
+    return transform
+
+
+def _lut(rw: Rewriter, op: Op, types: tuple[UniformQuantized, UniformQuantized],
+         transform: Transform) -> list[Value] | Failure:
+    """One TABLE of the sampled float function (8-bit), TABLE + RESCALE (int16)."""
+    x_type, out_type = types
+    x = op.operands[0]
+    if x_type.storage.bits == 8:
+        return [_table_8bit(rw, x, out_type, lut_8bit(transform, x_type, out_type))]
+    result = _table_16bit(rw, x, out_type, _lut_int16(transform, x_type, out_type))
+    return result if isinstance(result, Failure) else [result]
+
+
+# ---------------------------------------------------------------------------
+# LUT-based transcendental ops
+
+
+@pattern("tfl.exp", kind="integer", label="exp_int", types=("i8", "i16"))
+@integer_pattern
+def exp_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TABLE of `std::exp` (int8), int16 TABLE + RESCALE (TFLite's EXP LUTs)."""
+    types = _unary_types(op, I8, I16)
+    return types if isinstance(types, Failure) else _lut(rw, op, types, _exp)
+
+
+@pattern("tfl.log", kind="integer", label="log_int", types=("i8", "i16"))
+@integer_pattern
+def log_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TABLE of `std::log` (int8: non-positive inputs give -128), int16 TABLE
+    of `max(out_min, log x)` + RESCALE."""
+    types = _unary_types(op, I8, I16)
+    if isinstance(types, Failure):
+        return types
+    out_type = types[1]
+    if out_type.storage.bits == 8:
+        return _lut(rw, op, types, _log)
+    return _lut(rw, op, types, _log_at_least(float(_F32(out_type.scale) * _F32(-32768))))
+
+
+@pattern("tfl.gelu", kind="integer", label="gelu_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def gelu_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TABLE of reference_ops::GeluTransform[Approximate] (activations.cc GeluPrepare)."""
+    types = _unary_types(op, I8, U8, I16)
+    if isinstance(types, Failure):
+        return types
+    return _lut(rw, op, types, _gelu_approximate if op.attrs.get("approximate") else _gelu)
+
+
+@pattern("tfl.elu", kind="integer", label="elu_int8", types=("i8",))
+@integer_pattern
+def elu_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TABLE of `x < 0 ? expm1(x) : x` (TFLite has an int8 ELU kernel only)."""
+    types = _unary_types(op, I8)
+    return types if isinstance(types, Failure) else _lut(rw, op, types, _elu)
+
+
+def _table_or_int16_kernel(op: Op, rw: Rewriter, transform: Transform,
+                           kernel: SigmoidKernel) -> list[Value] | Failure:
+    """8-bit: TABLE of `transform`; int16: TFLite's fixed-point `kernel`."""
+    types = _unary_types(op, I8, U8, I16)
+    if isinstance(types, Failure):
+        return types
+    if types[0].storage.bits == 8:
+        return _lut(rw, op, types, transform)
+    return _sigmoid_kernel_int16(op, rw, *types, kernel)
+
+
+@pattern("tfl.logistic", kind="integer", label="logistic_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def logistic_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """8-bit: TABLE of `1 / (1 + exp(-x))`; int16: TFLite's fixed-point kernel."""
+    return _table_or_int16_kernel(op, rw, _logistic, LOGISTIC_INT16)
+
+
+@pattern("tfl.tanh", kind="integer", label="tanh_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def tanh_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """8-bit: TABLE of `std::tanh`; int16: TFLite's fixed-point kernel."""
+    return _table_or_int16_kernel(op, rw, _tanh, TANH_INT16)
+
+
+# ---------------------------------------------------------------------------
+# RSQRT
+
+
+@pattern("tfl.rsqrt", kind="integer", label="rsqrt_int", types=("i8", "i16"))
+@integer_pattern
+def rsqrt_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """int8: TABLE of elementwise.cc RsqrtEvalQuantized (integer Newton-Raphson);
+    int16: TABLE of `min(out_max, 1/sqrt x)` + RESCALE (TF 2.20's int16 LUT)."""
+    types = _unary_types(op, I8, I16)
+    if isinstance(types, Failure):
+        return types
+    x_type, out_type = types
+    if x_type.storage.bits == 16:
+        return _lut(rw, op, types, _rsqrt_at_most(float(_F32(out_type.scale) * _F32(32767))))
+    return [_table_8bit(rw, op.operands[0], out_type, rsqrt_int8_outputs(x_type, out_type))]
+
+
+# Inputs are scaled up by 2^20 to keep the inverse square root an integer.
+_RSQRT_SHIFT = 20
+_INT32_MAX = (1 << 31) - 1
+
+
+def _wrap32(x: int) -> int:
+    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> int:
+    """TFLite's MultiplyByQuantizedMultiplier (default build, double rounding)."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return rounding_divide_by_pot(
+        saturating_rounding_doubling_high_mul(_wrap32(x * (1 << left)), multiplier), right)
+
+
+def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """(multiplier, left shift) of TFLite's GetInvSqrtQuantizedMultiplierExp(value, -1).
+
+    common.h: the input is normalized to [2^27, 2^29) by pairs of bits, then
+    five gemmlowp Newton-Raphson steps x <- 3/2 x - (v/2) x^3 in Q3.28
+    starting at x = 1, times sqrt(1/2).
+    """
+    if value <= 1:
+        return _INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (31 - value.bit_length()) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = rounding_divide_by_pot(value >> 1, 1)
+    three_halves = (1 << 28) + (1 << 27)
+    x = 1 << 28
+    for _ in range(5):
+        cube = saturating_left_shift(saturating_rounding_doubling_high_mul(
+            saturating_rounding_doubling_high_mul(x, x), x), 6)
+        x = saturating_left_shift(_wrap32(saturating_rounding_doubling_high_mul(three_halves, x)
+                                          - saturating_rounding_doubling_high_mul(half_input,
+                                                                                  cube)), 3)
+    x = saturating_rounding_doubling_high_mul(x, 1518500250)  # sqrt(1/2) in Q0.31
+    if shift < 0:
+        x, shift = _wrap32(x << -shift), 0
+    return x, -shift
+
+
+def rsqrt_int8_outputs(x_type: UniformQuantized, out_type: UniformQuantized) -> np.ndarray:
+    """RsqrtEvalQuantized for every int8 input value.
+
+    `MBQM(MBQM(1, m_inv, s_inv + 20), QuantizeMultiplier(1 / (sqrt(s_in) *
+    s_out)), shift - 20) + zp_out`, clamped; value 0 gives 127. TFLite rejects
+    inputs below the zero point at run time; the table gives 127 for them.
+    """
+    scale = 1.0 / (float(np.sqrt(_F32(x_type.scale))) * float(_F32(out_type.scale)))
+    multiplier, shift = tflite_quantize_multiplier(scale)
+    outputs = []
+    for v in _storage_values(x_type):
+        value = int(v) - x_type.zero_point
+        if value <= 0:
+            outputs.append(out_type.storage_max)
+            continue
+        inv_multiplier, inv_shift = inv_sqrt_multiplier(value)
+        data = _multiply_by_quantized_multiplier(1, inv_multiplier, inv_shift + _RSQRT_SHIFT)
+        out = _multiply_by_quantized_multiplier(data, multiplier, shift - _RSQRT_SHIFT)
+        outputs.append(min(max(out + out_type.zero_point, -128), 127))
+    return np.array(outputs, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# HARD_SWISH
+
+
+@pattern("tfl.hard_swish", kind="integer", label="hard_swish_int8", types=("i8", "u8"))
+@integer_pattern
+def hard_swish_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TABLE of reference_ops::HardSwish's 16-bit fixed-point arithmetic."""
+    types = _unary_types(op, I8, U8)
+    if isinstance(types, Failure):
+        return types
+    x_type, out_type = types
+    outputs = hard_swish_outputs(x_type, out_type)
+    if isinstance(outputs, Failure):
+        return outputs
+    return [_table_8bit(rw, op.operands[0], out_type, outputs)]
+
+
+def _int16(x: int) -> int:
+    return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
+def _saturate16(x: int) -> int:
+    return max(-(1 << 15), min((1 << 15) - 1, x))
+
+
+def _srdhm16(a: int, b: int) -> int:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int16 (ties away from zero)."""
+    if a == b == -(1 << 15):
+        return (1 << 15) - 1
+    product = a * b
+    nudged = product + ((1 << 14) if product >= 0 else 1 - (1 << 14))
+    return int(math.copysign(abs(nudged) >> 15, nudged))
+
+
+def _sdhm16(a: int, b: int) -> int:
+    """reference_ops::SaturatingDoublingHighMul: the same, truncating toward zero."""
+    if a == b == -(1 << 15):
+        return (1 << 15) - 1
+    product = a * b
+    return _int16(int(math.copysign(abs(product) >> 15, product)))
+
+
+def _multiplier_16(scale: float) -> tuple[int, int]:
+    """QuantizeMultiplier then DownScaleInt32ToInt16Multiplier: (Q0.15, exponent)."""
+    multiplier, exponent = tflite_quantize_multiplier(scale)
+    if multiplier >= _INT32_MAX - (1 << 15):
+        return (1 << 15) - 1, exponent
+    return (multiplier + (1 << 15)) >> 16, exponent
+
+
+def hard_swish_outputs(x_type: UniformQuantized,
+                       out_type: UniformQuantized) -> np.ndarray | Failure:
+    """reference_ops::HardSwish (hard_swish.h) for every 8-bit input value.
+
+    Parameters as activations.cc HardSwishPrepare, in float32: the input on a
+    "hires" scale s_in / 128, the output multiplier hires / s_out and the
+    "relu-ish" multiplier hires / (3 / 32768), both cut to 16 bits.
+    """
+    hires = _F32(1.0 / 128.0) * _F32(x_type.scale)
+    out_multiplier, out_exponent = _multiplier_16(float(hires / _F32(out_type.scale)))
+    relu_multiplier, relu_exponent = _multiplier_16(float(hires / (_F32(3.0) / _F32(32768.0))))
+    if out_exponent > 0:
+        return Failure(f"hard_swish: output multiplier exponent {out_exponent} > 0 "
+                       "(TFLite rejects it)")
+    lo, hi = out_type.storage_min, out_type.storage_max
+    outputs = []
+    for v in _storage_values(x_type):
+        hires_value = _int16((int(v) - x_type.zero_point) * (1 << 7))
+        preshift_output = _srdhm16(hires_value, out_multiplier)
+        relu = hires_value
+        if relu_exponent > 0:
+            relu = _saturate16(relu * (1 << (relu_exponent - 1)))
+        relu = _srdhm16(relu, relu_multiplier)
+        if relu_exponent > 0:
+            relu = _saturate16(relu * 2)
+        elif relu_exponent < 0:
+            relu = rounding_divide_by_pot(relu, -relu_exponent)
+        relu = _int16((relu + (1 << 15)) >> 1)
+        out = _sdhm16(relu, preshift_output)
+        out = rounding_divide_by_pot(out, -out_exponent) if out_exponent else out
+        outputs.append(max(lo, min(hi, _int16(out + out_type.zero_point))))
+    return np.array(outputs, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# int16 LOGISTIC and TANH: TFLite's fixed-point kernels
+
+# TFLite's sigmoid_table_uint16 (kernels/internal/common.h): sigmoid(i / 24)
+# in Q0.16 for i = 0..255, as tabulated there (the entries are not a plain
+# rounding of the function, so they are data, not computed).
+SIGMOID_TABLE_UINT16 = np.array([
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794,
+    41432, 42064, 42688, 43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443,
+    48964, 49475, 49975, 50464, 50942, 51409, 51865, 52311, 52745, 53169, 53581, 53983, 54374,
+    54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433, 57724, 58007, 58280, 58544,
+    58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110, 61279,
+    61441, 61599, 61750, 61896, 62036, 62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990,
+    63090, 63186, 63279, 63368, 63454, 63536, 63615, 63691, 63765, 63835, 63903, 63968, 64030,
+    64090, 64148, 64204, 64257, 64308, 64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652,
+    64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900, 64926, 64950, 64974, 64997, 65019,
+    65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208, 65221, 65234,
+    65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360,
+    65367, 65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433,
+    65438, 65442, 65445, 65449, 65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474, 65476,
+    65479, 65481, 65483, 65485, 65488, 65489, 65491, 65493, 65495, 65497, 65498, 65500, 65501,
+    65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513, 65514, 65515, 65516,
+    65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524,
+    65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529,
+    65529, 65530, 65530, 65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532,
+    65532, 65532, 65532, 65533, 65533, 65533, 65533, 65533, 65533, 65533, 65533, 65534, 65534,
+    65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535], dtype=np.int64)
+
+
+class SigmoidKernel:
+    """What distinguishes reference_integer_ops::Logistic and ::Tanh for int16.
+
+    Both scale the input to d (|d| >> f indexes the table, whose steps are
+    1/24 after the kernels' 3/4 range expansion), interpolate at |d| with
+    f = `fraction_bits` fractional bits (`result = (t[i] << f) + frac *
+    (t[i+1] - t[i])`, `saturated` when i >= 255) and round the result to
+    16 bits: with r = result - `offset` and k = `output_shift`, d >= 0 gives
+    `(r + 2^(k-1)) >> k` and d < 0 gives `(negative_total - r + 2^(k-1)) >> k`.
+    """
+
+    def __init__(self, fraction_bits: int, saturated: int, offset: int,
+                 negative_total: int, output_shift: int, pot_left_shifts: tuple[int, ...]):
+        self.fraction_bits = fraction_bits
+        self.saturated = saturated
+        self.offset = offset
+        self.negative_total = negative_total
+        self.output_shift = output_shift
+        self.pot_left_shifts = pot_left_shifts
+
+
+# logistic.h: result + 2^9 >> 10, or (2^25 - result + 2^9 - 1) >> 10.
+LOGISTIC_INT16 = SigmoidKernel(9, 0x7FFF << 10, 0, (1 << 25) - 1, 10, (0,))
+# tanh.h: (result - 2^23 + 2^7) >> 8, or (-result + 2^23 + 2^7 - 1) >> 8, i.e.
+# r = result - 2^23 and (-1 - r + 2^7) >> 8.
+TANH_INT16 = SigmoidKernel(8, 0xFFFF << 8, 1 << 23, -1, 8, (0, 1))
+
+
+def _checked_log2(scale: float) -> tuple[int, bool]:
+    """quantization_util.cc CheckedLog2 in float32: (rounded log2, is a power of two)."""
+    log2 = _F32(_F32(math.log(float(_F32(scale)))) * (_F32(1) / _F32(math.log(2.0))))
+    rounded = _F32(math.copysign(math.floor(abs(float(log2)) + 0.5), float(log2)))
+    return int(rounded), abs(float(_F32(log2 - rounded))) < 1e-3
+
+
+def sigmoid_input_scaling(scale: float, kernel: SigmoidKernel) -> tuple[int, int]:
+    """(multiplier, right shift) with `d = (x * multiplier + round) >> shift`.
+
+    activations.cc SigmoidPrepare / TanhPrepare (int16): a power-of-two scale
+    2^(s - 12) with s in `pot_left_shifts` gives multiplier 3 << s, shift 0;
+    any other scale `int(s_in * 4096 * 3 * 2^k)` with the smallest k making it
+    exceed 32767 / 2 (at most 31).
+    """
+    log2, power_of_two = _checked_log2(scale)
+    if power_of_two and 12 + log2 in kernel.pot_left_shifts:
+        return 3 << (12 + log2), 0
+    multiplier = float(_F32(scale)) * 4096.0 * 3.0
+    shift = 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift
+
+
+def sigmoid_segment_tables(kernel: SigmoidKernel) -> tuple[np.ndarray, np.ndarray]:
+    """(base, slope) per table segment: base `(t[i] << f) - offset`, slope
+    `t[i+1] - t[i]`; segment 255 is the saturated result with slope 0, so
+    that indices clamped to 255 need no select."""
+    f = kernel.fraction_bits
+    table = SIGMOID_TABLE_UINT16
+    base = np.append(table[:255] << f, kernel.saturated) - kernel.offset
+    slope = np.append(np.diff(table), 0)
+    return base.astype(np.int32), slope.astype(np.int32)
+
+
+def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
+                          out_type: UniformQuantized, kernel: SigmoidKernel
+                          ) -> list[Value] | Failure:
+    """reference_integer_ops::Logistic / ::Tanh (int16) step by step in i32:
+
+    d = ARS(x * M, L, round) ; a = ABS(d) ; i = min(a >> f, 255) ;
+    r = GATHER(base, i) + (a & (2^f - 1)) * GATHER(slope, i) ;
+    out = RESCALE(d >= 0 ? r : negative_total - r, 2^-k) (round half up).
+    """
+    if out_type.scale != 1.0 / 32768:
+        return Failure(f"{op.name}: int16 output scale must be 1/32768 (TFLite's kernel)")
+    multiplier, shift = sigmoid_input_scaling(x_type.scale, kernel)
+    if not 0 < multiplier < 1 << 16:
+        return Failure(f"{op.name}: input multiplier {multiplier} overflows TFLite's int32 product")
+    t = op.operands[0].type
+    shape, rank = tuple(t.shape), len(t.shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    i32_type = t.with_element(i32)
+
+    def binary(name: str, a: Value, b: Value, **attrs: object) -> Value:
+        return build.op(rw, name, [a, b], i32_type, **attrs)
+
+    d = build.mul(rw, rescale_to_i32(rw, op.operands[0], input_zp=0),
+                  scalar(rw, multiplier, i32, rank), result_type=i32_type)
+    if shift:
+        d = binary("tosa.arithmetic_right_shift", d, scalar(rw, shift, i32, rank), round=True)
+    magnitude = build.op(rw, "tosa.abs", [d], i32_type)
+    segment = binary("tosa.arithmetic_right_shift", magnitude,
+                     scalar(rw, kernel.fraction_bits, i32, rank), round=False)
+    index = build.reshape(rw, binary("tosa.minimum", segment, scalar(rw, 255, i32, rank),
+                                     nan_mode="PROPAGATE"), (1, count))
+    base_table, slope_table = sigmoid_segment_tables(kernel)
+
+    def gather(table: np.ndarray) -> Value:
+        values = build.const(rw, table.reshape(1, 256, 1), i32)
+        found = build.op(rw, "tosa.gather", [values, index], TensorType((1, count, 1), i32))
+        return build.reshape(rw, found, shape)
+
+    fraction = binary("tosa.bitwise_and", magnitude,
+                      scalar(rw, (1 << kernel.fraction_bits) - 1, i32, rank))
+    result = binary("tosa.add", gather(base_table),
+                    build.mul(rw, fraction, gather(slope_table), result_type=i32_type))
+    mirrored = binary("tosa.sub", scalar(rw, kernel.negative_total, i32, rank), result)
+    non_negative = build.op(rw, "tosa.greater_equal", [d, scalar(rw, 0, i32, rank)],
+                            t.with_element(i1))
+    chosen = build.op(rw, "tosa.select", [non_negative, result, mirrored], i32_type)
+    return [rescale(rw, chosen, 2.0 ** -kernel.output_shift, out_type, input_zp=0,
+                    rounding=SINGLE_ROUND)]
+
+
+# ---------------------------------------------------------------------------
+# RELU family, LEAKY_RELU, PRELU: rescales on the sign of x - zp
+#
+# The kernels scale `x - zp_in` with MultiplyByQuantizedMultiplier (double
+# rounding, legalize.quantized.rounding_mode) by real multipliers computed
+# from the float32 scales in float32 (`input->params.scale /
+# output->params.scale` is a float expression assigned to a double).
+#
+# uint8: TOSA's signed ops (CLAMP, SELECT) cannot compare unsigned bytes, and
+# RESCALE cannot widen unsigned data to i32, so a uint8 tensor (s, zp) is
+# moved exactly into its int8 twin (s, zp - 128) and the result back
+# (legalize.integer.data.to_int8 / from_int8). The uint8 kernels compute on
+# the twins what the int8 kernels compute: x - zp is unchanged and the clamp
+# bounds move with the storage range.
+
+def _float32_ratio(*factors_over: float) -> float:
+    """`a * b * ... / z` evaluated in float32, left to right."""
+    *factors, divisor = (_F32(f) for f in factors_over)
+    product = factors[0]
+    for factor in factors[1:]:
+        product = _F32(product * factor)
+    return float(_F32(product / divisor))
+
+
+def _twin(q: UniformQuantized) -> UniformQuantized:
+    """q's int8 twin if q is uint8, else q itself."""
+    return int8_twin(q) if is_uint8(q) else q
+
+
+def _rescale_input_limit(scale: float) -> int:
+    """apply_scale_32 REQUIREs |v| < 2^(shift - 1), shift = 31 - TFLite's
+    exponent; beyond it TFLite's own `v * 2^left_shift` overflows int32."""
+    exponent = tflite_quantize_multiplier(scale)[1]
+    return 1 << (30 - exponent) if exponent <= 30 else 0  # a scale that large fits nothing
+
+
+def _fits_rescale_input(q: UniformQuantized, scale: float) -> bool:
+    """Every x - zp of q's storage meets _rescale_input_limit(scale)."""
+    largest = max(q.storage_max - q.zero_point, q.zero_point - q.storage_min)
+    return largest < _rescale_input_limit(scale)
+
+
+@pattern("tfl.relu", "tfl.relu6", kind="integer", label="relu_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def relu_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """RESCALE by s_in / s_out then CLAMP to the activation's quantized range
+    (activations.cc QuantizedReluX, optimized_ops::ReluX)."""
+    return _relu(op, rw, (I8, U8, I16))
+
+
+@pattern("tfl.relu_n1_to_1", "tfl.relu_0_to_1", kind="integer", label="relu_unit_range_int",
+         types=("i8", "u8"))
+@integer_pattern
+def relu_unit_range_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """As relu_int; TFLite has no int16 kernel for these two."""
+    return _relu(op, rw, (I8, U8))
+
+
+def _relu(op: Op, rw: Rewriter, storages: tuple[str, ...]) -> list[Value] | Failure:
+    types = _unary_types(op, *storages)
+    if isinstance(types, Failure):
+        return types
+    x_type, out_type = types
+    scale = _float32_ratio(x_type.scale, out_type.scale)
+    if not _fits_rescale_input(x_type, scale):
+        return Failure(f"{op.name}: scale ratio {scale} is too large to rescale")
+    low, high = _RELU_BOUNDS[op.name]
+    # QuantizedReluX: zp + (int)roundf(bound / scale) in float32, limited to the type.
+    lowest = quantize_scalar(low, out_type)
+    highest = out_type.storage_max if high == math.inf else quantize_scalar(high, out_type)
+    twin = _twin(out_type)
+    scaled = rescale(rw, to_int8(rw, op.operands[0]), scale, twin,
+                     rounding=rounding_mode(op.name))
+    offset = out_type.zero_point - twin.zero_point
+    return [restore_uint8(rw, build.clamp(rw, scaled, lowest - offset, highest - offset),
+                     op.results[0])]
+
+
+def _select_on_sign(rw: Rewriter, x32: Value, non_negative: Value, negative: Value) -> Value:
+    """SELECT(x32 >= 0, non_negative, negative)."""
+    zero = build.const(rw, np.zeros((1,) * len(x32.type.shape), dtype=np.int32), i32)
+    condition = build.op(rw, "tosa.greater_equal", [x32, zero], x32.type.with_element(i1))
+    return build.op(rw, "tosa.select", [condition, non_negative, negative], non_negative.type)
+
+
+@pattern("tfl.leaky_relu", kind="integer", label="leaky_relu_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def leaky_relu_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """x - zp as i32, RESCALE it by s_in / s_out and by alpha * s_in / s_out,
+    SELECT on its sign (reference_ops::QuantizeLeakyRelu). A SELECT, not a
+    MAXIMUM, so that alpha > 1 works and no rounding order is assumed."""
+    types = _unary_types(op, I8, U8, I16)
+    if isinstance(types, Failure):
+        return types
+    x_type, out_type = types
+    alpha = float(_F32(op.attrs.get("alpha", 0.2)))
+    if alpha < 0:
+        return Failure(f"{op.name}: negative alpha {alpha} (RESCALE multipliers are >= 0)")
+    identity_scale = _float32_ratio(x_type.scale, out_type.scale)
+    alpha_scale = _float32_ratio(x_type.scale, alpha, out_type.scale)
+    if not all(_fits_rescale_input(x_type, s) for s in (identity_scale, alpha_scale)):
+        return Failure(f"{op.name}: scale ratio too large to rescale")
+    rounding = rounding_mode(op.name)
+    twin = _twin(out_type)
+    x32 = rescale_to_i32(rw, to_int8(rw, op.operands[0]))
+    identity = rescale(rw, x32, identity_scale, twin, input_zp=0, rounding=rounding)
+    scaled = rescale(rw, x32, alpha_scale, twin, input_zp=0, rounding=rounding)
+    return [restore_uint8(rw, _select_on_sign(rw, x32, identity, scaled), op.results[0])]
+
+
+@pattern("tfl.prelu", kind="integer", label="prelu_int8", types=("i8", "u8"))
+@integer_pattern
+def prelu_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """x - zp and alpha - zp_alpha as i32, their product MUL, RESCALE x by
+    s_in / s_out and the product by s_in * s_alpha / s_out, SELECT on the
+    sign of x (reference_ops::BroadcastPrelu4DSlow; alpha broadcast)."""
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], I8, U8)
+    if isinstance(elements, Failure):
+        return elements
+    x_type, alpha_type, out_type = elements
+    result_value = op.results[0]
+    result = result_value.type
+    if tuple(op.operands[0].type.shape) != tuple(result.shape):
+        return Failure(f"{op.name}: alpha must broadcast to the input's shape")
+    identity_scale = _float32_ratio(x_type.scale, out_type.scale)
+    alpha_scale = _float32_ratio(x_type.scale, alpha_type.scale, out_type.scale)
+    # |(x - zp) * (alpha - zp_alpha)| <= 255 * 255 < 2^16.
+    if not (_fits_rescale_input(x_type, identity_scale)
+            and 1 << 16 <= _rescale_input_limit(alpha_scale)):
+        return Failure(f"{op.name}: scale ratio too large to rescale")
+    rounding = rounding_mode(op.name)
+    twin = _twin(out_type)
+    x32 = rescale_to_i32(rw, to_int8(rw, op.operands[0]))
+    alpha32 = reshape_to_rank(rw, rescale_to_i32(rw, to_int8(rw, op.operands[1])),
+                              len(result.shape))
+    product = build.mul(rw, x32, alpha32, result_type=result.with_element(i32))
+    identity = rescale(rw, x32, identity_scale, twin, input_zp=0, rounding=rounding)
+    scaled = rescale(rw, product, alpha_scale, twin, input_zp=0, rounding=rounding)
+    return [restore_uint8(rw, _select_on_sign(rw, x32, identity, scaled), result_value)]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: SOFTMAX
+
+# Integer bits of the Q12.19 sum of exponentials (kAccumulationIntegerBits).
+ACCUMULATION_INTEGER_BITS = 12
+# TOSA TABLE i8 indexes with x + 128; the index value for d is d + 127.
+_INDEX_OFFSET = 127
+
+# gemmlowp one_over_one_plus_x_for_x_in_0_1 constants, Q2.29.
+_48_OVER_17 = 1515870810
+_NEG_32_OVER_17 = -1010580540
+_ONE_Q2_29 = 1 << 29
+
+
+def exp_byte_tables(multiplier: int, left_shift: int, diff_min: int) -> list[np.ndarray]:
+    """Four int8 tables, entry d + 255 for d in [-255, 0]: bytes 0, 1, 2 of E(d)
+    minus 128, and byte 3 (E < 2^31, so it is below 128)."""
+    exps = np.array([softmax_exp(d, multiplier, left_shift, diff_min) for d in range(-255, 1)],
+                    dtype=np.int64)
+    tables = [((exps >> (8 * k)) & 0xFF) - 128 for k in range(3)]
+    tables.append(exps >> 24)
+    return [t.astype(np.int8) for t in tables]
+
+
+def _srdhm(e: Elementwise, a: Value, b: Value) -> Value:
+    """SaturatingRoundingDoublingHighMul as MUL with shift 31 (no INT32_MIN^2 here)."""
+    return e.mul(a, b, shift=31)
+
+
+def _exponentials(e: Elementwise, diff: Value, tables: list[np.ndarray]) -> Value:
+    """E(d) as i32 from the four byte tables."""
+    rw = e.rw
+    index = rescale(rw, diff, 1.0, i8, input_zp=0, output_zp=_INDEX_OFFSET,
+                    rounding=SINGLE_ROUND)
+    looked_up = [build.op(rw, "tosa.table", [index, build.const(rw, table, i8)],
+                          index.type) for table in tables]
+    # Bytes 0-2: (t + 128) * 2^(8k), the +128 as input zero point -128.
+    parts = [rescale(rw, looked_up[k], float(1 << (8 * k)), i32, input_zp=-128, output_zp=0,
+                     rounding=SINGLE_ROUND) for k in range(3)]
+    parts.append(e.mul(e.cast(looked_up[3], i32), e.const(1 << 24, i32)))
+    return e.add(e.add(parts[0], parts[1]), e.add(parts[2], parts[3]))
+
+
+def _reciprocal(e: Elementwise, total: Value) -> tuple[Value, Value]:
+    """(gemmlowp scale of 1 / total, CLZ(total)) per row, as TFLite's GetReciprocal."""
+    clz = e.unary("tosa.clz", total)
+    normalized = e.shift_left(total, clz)
+    # (sum << clz) - 2^31: clear the top bit, which the shift set.
+    a = e.bitwise_and(normalized, e.const(INT32_MAX, i32))
+    # RoundingHalfSum(a, One) = (a + 2^31 - 1 + 1) / 2 = (a >> 1) + 2^30 for a >= 0.
+    half_denominator = e.add(e.shift_right(a, e.const(1, i32)), e.const(1 << 30, i32))
+    x = e.add(e.const(_48_OVER_17, i32),
+              _srdhm(e, half_denominator, e.const(_NEG_32_OVER_17, i32)))
+    for _ in range(3):
+        error = e.sub(e.const(_ONE_Q2_29, i32), _srdhm(e, half_denominator, x))
+        # Rescale<2> of a Q4.27 product: times 4 (the product is far from saturating).
+        correction = e.mul(_srdhm(e, x, error), e.const(4, i32))
+        x = e.add(x, correction)
+    # Rescale<0>(ExactMulByPot<-1>(x)): 2x saturated, as x + min(x, INT32_MAX - x).
+    headroom = e.sub(e.const(INT32_MAX, i32), x)
+    scale = e.add(x, e.minimum(x, headroom))
+    return scale, clz
+
+
+@pattern("tfl.softmax", kind="integer", label="softmax_int8", types=("i8",))
+@integer_pattern
+def softmax_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TFLite's 8-bit reference softmax over the last axis (see the module docstring)."""
+    x_type = per_tensor(op.operands[0], "i8")
+    out_type = per_tensor(op.results[0], "i8", "i16")
+    shape = static_shape(op.operands[0])
+    if x_type is None or out_type is None or shape is None or not shape:
+        return Failure(f"{op.name}: needs a static int8 input and an int8/int16 output")
+    out_bits = out_type.storage.bits
+    out_min = out_type.storage.min_value
+    if out_type.scale != 1.0 / (1 << out_bits) or out_type.zero_point != out_min:
+        return Failure(f"{op.name}: output quantization {out_type} is not TFLite's "
+                       f"(scale 1/2^{out_bits}, zero point {out_min})")
+    beta = float(np.float32(op.attrs.get("beta", 1.0)))
+    multiplier, left_shift, diff_min = softmax_input_scaling(beta, x_type.scale)
+    e = Elementwise(rw, len(shape))
+    axis = e.rank - 1
+    x = rescale_to_i32(rw, op.operands[0], input_zp=0)
+    row_shape = (*shape[:-1], 1)
+    row_max = build.op(rw, "tosa.reduce_max", [x], TensorType(row_shape, i32), axis=axis,
+                       nan_mode="PROPAGATE")
+    diff = e.sub(x, row_max)
+    exps = _exponentials(e, diff, exp_byte_tables(multiplier, left_shift, diff_min))
+    scaled_exps = e.shift_right(exps, e.const(ACCUMULATION_INTEGER_BITS, i32), round=True)
+    total = build.op(rw, "tosa.reduce_sum", [scaled_exps], TensorType(row_shape, i32),
+                     axis=axis)
+    scale, clz = _reciprocal(e, total)
+    # RoundingDivideByPOT by num_bits_over_unit + 31 - bits = (12 + 31 - bits) - clz.
+    exponent = e.sub(e.const(ACCUMULATION_INTEGER_BITS + 31 - out_bits, i32), clz)
+    unsaturated = e.shift_right(_srdhm(e, scale, exps), exponent, round=True)
+    # + out_min and clamp: a unit RESCALE saturates, adding the zero point for int8;
+    # int16 zero points must be 0 in RESCALE, so -32768 is added before.
+    if out_bits == 8:
+        return [rescale(rw, unsaturated, 1.0, out_type, input_zp=0, rounding=SINGLE_ROUND)]
+    shifted = e.add(unsaturated, e.const(out_min, i32))
+    return [rescale(rw, shifted, 1.0, out_type, input_zp=0, output_zp=0,
+                    rounding=SINGLE_ROUND)]
+
+
+
+
+# ---------------------------------------------------------------------------
+# int16: reference_ops::SoftmaxInt16 with TFLite's two 513-entry LUTs
+
+_INT16_RANGE = 65535  # int16 max - min
+# The largest |x - max(row)|.
+_LARGEST_DIFF = _INT16_RANGE
+# TFLite's exp LUT covers input differences in [-10, 0]: exp(-10) is negligible.
+_EXP_LUT_RANGE = 10.0
+
+
+def softmax_int16_tables(float_type: type = np.float64) -> tuple[np.ndarray, np.ndarray]:
+    """(exp LUT, 1/(1+x) LUT) as activations.cc SoftmaxPrepare populates them:
+    LUTPopulate<int16_t>(10/65535, 32767, 2/65535, 0, exp) over [-10, 0] and
+    LUTPopulate<int16_t>(1/65535, -32768, 2/65535, 0, 1/(1+x)) over [0, 1], in
+    double (float tables differ in two reciprocal entries, which TFLite's output
+    shows: tests/test_legalize_integer.py softmax_int16 rounding case)."""
+    def quantized(scale: float, zero_point: int) -> UniformQuantized:
+        return UniformQuantized(i16, f32, float(np.float32(scale)), zero_point)
+
+    out = quantized(2.0 / _INT16_RANGE, 0)
+    exp_table = table_i16(lambda v: np.exp(v), quantized(_EXP_LUT_RANGE / _INT16_RANGE, 32767),
+                          out, float_type)
+    reciprocal_table = table_i16(lambda v: 1 / (1 + v), quantized(1.0 / _INT16_RANGE, -32768),
+                                 out, float_type)
+    return exp_table, reciprocal_table
+
+
+def _lut_lookup(e: Elementwise, x: Value, table: np.ndarray) -> Value:
+    """TFLite's int16 LUTLookup: TOSA TABLE (base << 7 + slope * frac) then the
+    rounding shift by 7 TFLite applies to the interpolation."""
+    looked_up = build.op(e.rw, "tosa.table", [x, build.const(e.rw, table, i16)],
+                         x.type.with_element(i32))
+    return e.shift_right(looked_up, e.const(7, i32), round=True)
+
+
+@pattern("tfl.softmax", kind="integer", label="softmax_int16", types=("i16",))
+@integer_pattern
+def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """TFLite's int16 reference softmax (reference_ops::SoftmaxInt16) over the last axis.
+
+    Per row: `d = x - max`; `sym = sat16(MBQM(d, s_in * beta / (10 / 65535)) + 32767)`;
+    `e = LUT_exp(sym)`; `sum = sum(e)`; `h = CountLeadingZeros(sum)`;
+    `r = LUT_recip(min(((sum << (h - 1)) + 2^13 >> 14) - 98304, 32767))`; output
+    `(e * r + 2^(30 - h)) >> (31 - h)` clamped to [0, 32767]. The LUT lookups are
+    TOSA TABLEs (with TFLite's rounding of the interpolation); every value is
+    non-negative where rounding shifts are used.
+    """
+    x_type = per_tensor(op.operands[0], "i16")
+    out_type = per_tensor(op.results[0], "i16")
+    shape = static_shape(op.operands[0])
+    if x_type is None or out_type is None or shape is None or not shape:
+        return Failure(f"{op.name}: needs a static int16 input and output")
+    if out_type.zero_point != 0 or x_type.zero_point != 0:
+        return Failure(f"{op.name}: int16 zero points must be 0")
+    if shape[-1] * 32767 > INT32_MAX:
+        return Failure(f"{op.name}: rows of {shape[-1]} int16 exponentials can overflow "
+                       f"TFLite's int32 sum")
+    beta = np.float32(op.attrs.get("beta", 1.0))
+    diff_scale = float(np.float32(x_type.scale) * beta) / (_EXP_LUT_RANGE / _INT16_RANGE)
+    exp_table, reciprocal_table = softmax_int16_tables()
+    e = Elementwise(rw, len(shape))
+    axis = e.rank - 1
+    row_shape = (*shape[:-1], 1)
+    x = build.cast(rw, op.operands[0], i32)
+    row_max = build.op(rw, "tosa.reduce_max", [x], TensorType(row_shape, i32), axis=axis,
+                       nan_mode="PROPAGATE")
+    diff = e.sub(x, row_max)
+    multiplier, exponent = tflite_quantize_multiplier(diff_scale)
+    if exponent > 0 and _LARGEST_DIFF >= 1 << max(30 - exponent, 0):
+        # Past RESCALE's input range for shift 31 - exponent: TFLite computes
+        # diff * 2^exponent in int32 (wrapping), then the doubling high multiply.
+        shifted = left_shifted_as_tflite(rw, diff, exponent)
+        scaled = rescale_by_multiplier(rw, shifted, [multiplier], [31], i32, input_zp=0,
+                                       output_zp=0, rounding=rounding_mode(op.name))
+    else:
+        scaled = rescale(rw, diff, diff_scale, i32, input_zp=0, output_zp=0,
+                         rounding=rounding_mode(op.name))
+    # + 32767 and saturation to int16 (a unit RESCALE to i16 saturates).
+    symmetric = rescale(rw, e.add(scaled, e.const(32767, i32)), 1.0,
+                        i16, input_zp=0, output_zp=0, rounding=SINGLE_ROUND)
+    exps = _lut_lookup(e, symmetric, exp_table)
+    total = build.op(rw, "tosa.reduce_sum", [exps], TensorType(row_shape, i32), axis=axis)
+    clz = e.unary("tosa.clz", total)
+    normalized = e.shift_left(total, e.sub(clz, e.const(1, i32)))
+    shifted_sum = e.shift_right(normalized, e.const(14, i32), round=True)
+    # (sum - 1) recentred from [0, 65535] to int16: minus 2^15 + 2^16. A sum just
+    # below a power of two (2^18 - 1) rounds up to 2^17 here, recentred 32768,
+    # which TFLite saturates to 32767 (CAST would wrap it to -32768).
+    recentred = e.sub(shifted_sum, e.const((1 << 15) + (1 << 16), i32))
+    centred = e.cast(e.minimum(recentred, e.const(32767, i32)), i16)
+    reciprocal = _lut_lookup(e, centred, reciprocal_table)
+    product = e.mul(exps, reciprocal)
+    right_shift = e.sub(e.const(31, i32), clz)
+    result = e.shift_right(product, right_shift, round=True)
+    return [rescale(rw, result, 1.0, out_type, input_zp=0, output_zp=0, rounding=SINGLE_ROUND)]

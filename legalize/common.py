@@ -19,6 +19,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import constant_value as constant_value  # patterns import it from here
 
 
 def tensor_type(value: Value) -> TensorType:
@@ -41,32 +42,10 @@ def any_quantized(op: Op) -> bool:
                for v in (*op.operands, *op.results))
 
 
-def require_float(op: Op) -> Failure | None:
-    """Failure unless every tensor of `op` is non-quantized (the float path)."""
-    if any_quantized(op):
-        return Failure(f"{op.name}: quantized types need the integer path")
-    return None
-
-
 def require_static(op: Op) -> Failure | None:
     for v in (*op.operands, *op.results):
         if isinstance(v.type, TensorType) and not v.type.is_static:
             return Failure(f"{op.name}: dynamic shape {v.type} is not supported")
-    return None
-
-
-def constant_value(value: Value) -> np.ndarray | None:
-    """The array behind `value` if it is produced by a constant op, else None.
-
-    Sparse and packed-int4 constants hold only their stored bytes, not the
-    tensor's values, so they count as non-constant here.
-    """
-    owner = value.owner
-    if owner is not None and owner.name in ("tfl.pseudo_const", "tosa.const"):
-        if owner.attrs.get("sparsity") is not None or owner.attrs.get("packed_int4"):
-            return None
-        array = owner.attrs.get("value", owner.attrs.get("values"))
-        return None if array is None else np.asarray(array)
     return None
 
 

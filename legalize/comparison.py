@@ -3,26 +3,44 @@
 TOSA compares only f16/f32/i32 (EQUAL, GREATER, GREATER_EQUAL), so LESS and
 LESS_EQUAL swap their operands, NOT_EQUAL negates EQUAL (NaN != NaN is true,
 as in C), and bool equality is LOGICAL_XOR. Non-quantized int8/int16 operands
-are widened to int32 first (exact). Quantized comparisons are the integer
-path's; through the fallback they compare the dequantized values.
+are widened to int32 first (exact).
+
+Quantized comparisons, as TFLite 2.20's builtin reference kernels compute
+them (read in the kernels, confirmed on the interpreter;
+tests/test_legalize_integer_data.py pins each):
+
+- EQUAL ... LESS_EQUAL on int8/uint8 (comparisons.cc, reference_ops::
+  ComparisonWithScaling): each input becomes `MBQM_SmallerThanOneExp((x - zp)
+  * 2^8, QuantizeMultiplier(scale))`, a double-rounded scaling, and the two
+  i32 values are compared. Scales >= 1 reach gemmlowp's RoundingDivideByPOT
+  with a negative exponent (undefined), so they are refused. int16 inputs are
+  compared as stored integers, whatever their scales, and only EQUAL, LESS and
+  GREATER_EQUAL exist: with equal quantization that is the real comparison.
+
+Quantized comparisons the integer pattern does not take go through the
+fallback, which compares the dequantized values.
 """
 
 from __future__ import annotations
 
-from legalize.common import element, require_float, require_static, tensor_type
-from legalize.elementwise import Elementwise, elementwise_for, first_failure
+from legalize.common import element, require_static, reshape_to_rank, tensor_type
+from legalize.elementwise import elementwise_for
+from legalize.integer.data import to_int8
+from legalize.integer.support import integer_pattern, require_per_tensor
+from legalize.quantized import DOUBLE_ROUND, rescale, rescale_to_i32, tflite_quantize_multiplier
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import i1, i32, storage_type
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 _COMPARABLE = ("f32", "f16", "i32", "i16", "i8")
 _NARROW_INTS = ("i8", "i16")
 
 
 def _compare_operands(op: Op, rw: Rewriter) -> tuple[Elementwise, Value, Value] | Failure:
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     a, b = op.operands
@@ -123,3 +141,71 @@ def select(op: Op, rw: Rewriter) -> list[Value] | Failure:
             and tensor_type(a).shape[:1] == cond_shape:
         condition = build.reshape(rw, condition, cond_shape + (1,) * (rank - 1))
     return [e.select(e.operand(condition), e.operand(a), e.operand(b))]
+
+
+# ---------------------------------------------------------------------------
+# Comparisons
+
+# TFL op -> (TOSA comparison, operands swapped, negated)
+_COMPARISONS = {
+    "tfl.equal": ("tosa.equal", False, False),
+    "tfl.not_equal": ("tosa.equal", False, True),
+    "tfl.greater": ("tosa.greater", False, False),
+    "tfl.greater_equal": ("tosa.greater_equal", False, False),
+    "tfl.less": ("tosa.greater", True, False),
+    "tfl.less_equal": ("tosa.greater_equal", True, False),
+}
+# comparisons.cc: inputs are shifted left by 8 bits before their scaling.
+COMPARISON_LEFT_SHIFT = 8
+
+
+def _comparison_key(rw: Rewriter, op: Op, x: Value, rank: int) -> Value | Failure:
+    """The i32 value TFLite compares for 8-bit `x`:
+    `MBQM_SmallerThanOneExp((x - zp) * 2^8, QuantizeMultiplier(scale))`."""
+    x = to_int8(rw, reshape_to_rank(rw, x, rank))
+    scale = tensor_type(x).element.scale
+    _, exponent = tflite_quantize_multiplier(scale)
+    if exponent > 0:
+        return Failure(f"{op.name}: input scale {scale} >= 1 (TFLite's scaling is only "
+                       "defined for scales below 1)")
+    shifted = rescale_to_i32(rw, x, float(1 << COMPARISON_LEFT_SHIFT))
+    return rescale(rw, shifted, scale, i32, input_zp=0, output_zp=0, rounding=DOUBLE_ROUND)
+
+
+def _comparison_keys(op: Op, rw: Rewriter) -> tuple[Value, Value] | Failure:
+    elements = require_per_tensor(op, op.operands[:2], "i8", "ui8", "i16")
+    if isinstance(elements, Failure):
+        return elements
+    if len({storage_type(e) for e in elements}) != 1:
+        return Failure(f"{op.name}: operands of different storage types")
+    rank = len(tensor_type(op.results[0]).shape)
+    if storage_type(elements[0]).name == "i16":
+        if elements[0] != elements[1]:
+            return Failure(f"{op.name}: int16 operands with different quantization (TFLite "
+                           "compares their stored values; left to the fallback)")
+        return tuple(build.cast(rw, reshape_to_rank(rw, v, rank), i32)  # type: ignore
+                     for v in op.operands[:2])
+    keys = [_comparison_key(rw, op, v, rank) for v in op.operands[:2]]
+    for key in keys:
+        if isinstance(key, Failure):
+            return key
+    return keys[0], keys[1]  # type: ignore[return-value]
+
+
+@pattern(*_COMPARISONS, kind="integer", label="comparison_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def comparison_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both inputs scaled to i32 as TFLite's ComparisonWithScaling does (two
+    RESCALEs each: x 2^8 exactly, then the scale with double rounding), then
+    EQUAL / GREATER / GREATER_EQUAL (operands swapped for LESS*, LOGICAL_NOT
+    for NOT_EQUAL). int16 with one quantization: the stored values widened."""
+    keys = _comparison_keys(op, rw)
+    if isinstance(keys, Failure):
+        return keys
+    name, swapped, negated = _COMPARISONS[op.name]
+    a, b = (keys[1], keys[0]) if swapped else keys
+    result = tensor_type(op.results[0])
+    if storage_type(result.element) != i1:
+        return Failure(f"{op.name}: result {result.element} is not bool")
+    compared = build.op(rw, name, [a, b], result)
+    return [build.op(rw, "tosa.logical_not", [compared], result) if negated else compared]

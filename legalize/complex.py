@@ -24,12 +24,13 @@ from __future__ import annotations
 import numpy as np
 
 from legalize.common import constant_value, element, require_static, tensor_type
-from legalize.elementwise import Elementwise, first_failure
+from legalize.elementwise import first_failure
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, complex64, f32
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # The ops whose patterns read the (real, imaginary) pair tensor.
 COMPLEX_CONSUMERS = frozenset({"tfl.real", "tfl.imag", "tfl.complex_abs"})

@@ -62,7 +62,7 @@ def cell(op_name: str, column: str) -> str:
         if any(e.kind == "float" and e.types for e in entries):
             return "fallback"
         return "—"
-    return "float" if any(e.kind in ("float", "any") for e in serving) else "—"
+    return "float" if any(e.kind in ("float", "hybrid", "any") for e in serving) else "—"
 
 
 def table() -> str:

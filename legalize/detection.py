@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from legalize.common import require_static, tensor_type
-from legalize.elementwise import Elementwise
 from legalize.fallback import dequantized
 from legalize.nms import Boxes
 from legalize.registry import custom_op, pattern
@@ -57,6 +56,7 @@ from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i1, i32, is_quantized, storage_type
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 DETECTION_POSTPROCESS = "TFLite_Detection_PostProcess"
 # The kernel's default when the options leave detections_per_class out.

@@ -1,7 +1,8 @@
 """Legalization driver: lower every `tfl` op of a module to TOSA.
 
-For each op the registered patterns are tried in order. A quantized op that
-no pattern lowers in integer arithmetic takes the fallback (when enabled):
+Each op is handed to the patterns that declare they serve its data (see
+`serves`), in order. A quantized op that no pattern lowers in integer
+arithmetic takes the fallback (when enabled):
 its quantized inputs are dequantized (`quant.dcast`), the float pattern runs,
 and its results are quantized again (`quant.qcast`). Every op's outcome is
 recorded, so the conversion report can say which ops took the integer path,
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legalize.fallback import lower_through_float
-from legalize.registry import op_key, patterns_for
+from legalize.registry import Registered, op_key, patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
 from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized, storage_type
@@ -67,6 +68,41 @@ def element_signature(op: Op) -> str:
 def is_quantized_op(op: Op) -> bool:
     return any(isinstance(v.type, TensorType) and is_quantized(v.type.element)
                for v in (*op.operands, *op.results))
+
+
+def _is_constant(value: Value) -> bool:
+    return value.owner is not None and value.owner.name in ("tosa.const", "tfl.pseudo_const")
+
+
+def _quantized(value: Value) -> bool:
+    return isinstance(value.type, TensorType) and is_quantized(value.type.element)
+
+
+def quantized_weights(op: Op) -> frozenset[int] | None:
+    """The operands of `op` holding quantized constants when those are its only
+    quantized tensors (float activations and results: hybrid or weight-only
+    models), else None."""
+    if any(_quantized(v) for v in op.results):
+        return None
+    indices = frozenset(i for i, v in enumerate(op.operands) if _quantized(v))
+    if not indices or not all(_is_constant(op.operands[i]) for i in indices):
+        return None
+    return indices
+
+
+def serves(entry: Registered, quantized: bool, weights: frozenset[int] | None) -> bool:
+    """Whether `entry`'s declared kind takes an op (`quantized`: whether any of
+    its tensors is; `weights`: its `quantized_weights`). Quantized constant
+    weights with float activations are served by hybrid patterns, by float
+    patterns that declare those operands as weights, and by integer patterns,
+    which read quantized constants too (DEQUANTIZE of a constant)."""
+    if entry.kind == "any":
+        return True
+    if not quantized:
+        return entry.kind == "float"
+    if entry.kind == "float":
+        return weights is not None and weights <= set(entry.weights)
+    return entry.kind == "integer" or weights is not None
 
 
 def _float_results(op: Op) -> bool:
@@ -166,8 +202,13 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
     refusal = _int4_refusal(op)
     if refusal is not None:
         return OpOutcome(op.name, op.loc, types, "unsupported", "", refusal)
+    weights = quantized_weights(op) if quantized else None
     reasons: list[str] = []
     for entry in patterns_for(op_key(op), disabled):
+        if not serves(entry, quantized, weights):
+            if entry.kind == "float":  # the op's quantized types are why it falls back
+                reasons.append(f"{op.name}: quantized types need the integer path")
+            continue
         mark = len(new_ops)
         values = entry.fn(op, Rewriter(graph, new_ops, op, disabled))
         if values is None or isinstance(values, Failure):
@@ -175,11 +216,11 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             reasons.append(values.reason if isinstance(values, Failure)
                            else f"{entry.label} does not apply")
             continue
-        weights = weight_form(op, new_ops[mark:], entry.fn.__module__ == "legalize.hybrid")
+        form = weight_form(op, new_ops[mark:], entry.kind == "hybrid")
         replace_op(graph, op, list(values))
         # Hybrid ops (quantized constant weights, float activations) compute in float.
         path = "integer" if quantized and not _float_results(op) else "float"
-        return OpOutcome(op.name, op.loc, types, path, entry.label, weights=weights)
+        return OpOutcome(op.name, op.loc, types, path, entry.label, weights=form)
     if not reasons:
         reasons.append("no lowering for this op" if op.name != "tfl.unknown"
                        else f"unknown TFLite operator {op.attrs.get('op_name', '')}".strip())
@@ -192,8 +233,8 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
                 reasons.append(f"fallback: {lowered.reason}")
         else:
             values, label = lowered
-            weights = "dequantized-constant" if _quantized_constants(op) else ""
+            form = "dequantized-constant" if _quantized_constants(op) else ""
             replace_op(graph, op, values)
             return OpOutcome(op.name, op.loc, types, "fallback", label, "; ".join(reasons),
-                             weights)
+                             form)
     return OpOutcome(op.name, op.loc, types, "unsupported", "", "; ".join(reasons))

@@ -1,12 +1,11 @@
-"""Patterns for TFL elementwise arithmetic and math ops (float, and int32 where TOSA has it).
+"""Patterns for TFL elementwise arithmetic and math ops (float, and int32 where TOSA has it),
+and ADD, SUB, MUL, MAXIMUM, MINIMUM and SQUARED_DIFFERENCE on quantized data.
 
-The first half is a small expression builder (`Elementwise`) that the
-patterns of this module, `comparison.py` and `casts.py` share: it aligns
-ranks (TOSA broadcasting needs equal ranks), makes scalar constants, and
-holds the exact floating-point building blocks several lowerings need
-(Veltkamp splitting and Dekker's error-free product, a correctly rounded
-division, an exact floor division). The second half is one pattern per
-TFL op.
+Expressions are built with `tfl2tosa.tosa.build.Elementwise`, which holds the
+exact floating-point building blocks the lowerings below need (Veltkamp
+splitting and Dekker's error-free product, a correctly rounded division, an
+exact floor division). This module adds the checks the patterns of this
+module, `comparison.py` and `casts.py` share, then one pattern per TFL op.
 
 Numerics (facts from the TFLite reference kernels and the TOSA 1.0
 specification; shared/research/LEGALIZATION.md sections 1, 3.4 and 5):
@@ -27,6 +26,55 @@ specification; shared/research/LEGALIZATION.md sections 1, 3.4 and 5):
   reference model reports other inputs as UNPREDICTABLE); the POW lowering
   only ever feeds it such operands and builds C's pow() special cases
   around it.
+
+Integer path: ADD, SUB, MUL (int8, int16).
+
+ADD/SUB follow TFLite's add.cc / sub.cc recipe (reference_integer_ops::
+AddElementwise, and AddGeneralParamScale for int16): with `twice_max = 2 *
+max(s1, s2)` and `left_shift` = 20 for int8, 15 for int16, each input becomes
+`MBQM((x - zp) * 2^left_shift, s_i / twice_max)`, the two are added
+(subtracted), and the sum is scaled by `twice_max / (2^left_shift * s_out)` to
+the output zero point, then clamped to the fused activation range. All
+multipliers are computed in double and applied with MultiplyByQuantizedMultiplier.
+int16 models whose `pot_scale_int16` is set and whose scales are all powers of
+two take TFLite's other, shift-only int16 path, which is not lowered here.
+
+MUL follows mul.cc (reference_integer_ops::MulElementwise):
+`zp_out + MBQM((x1 - zp1) * (x2 - zp2), s1 * s2 / s_out)` with the real
+multiplier computed in float32 (TFLite multiplies the float scales) and
+widened.
+
+TFLite's power-of-two int16 ADD and SUB.
+
+add.cc / sub.cc have two int16 paths. The general one (any scales) is
+`add_int` and `sub_int` above. The other is taken when `pot_scale_int16` is set
+(the schema's default) and all three scales are powers of two (TFLite's
+CheckedLog2: log2 within 1e-3 of an integer, computed in float32) with zero
+points 0, as in LSTM cells. There the output shares one input's scale and
+the other input's scale is 2^k times smaller (Prepare rejects anything else);
+reference_ops::Add / Sub16 (kernels/internal/reference/add.h, sub.h) compute,
+elementwise without broadcasting,
+
+    ADD: sat16(x_same + RoundingDivideByPOT(x_small, k))
+    SUB: sat16(x1 - RDBPOT(x2, k)) or sat16(RDBPOT(x1, k) - x2)
+
+(gemmlowp SaturatingAdd / SaturatingSub on int16 raw values), then clamp to
+the fused activation range. RoundingDivideByPOT rounds half away from zero.
+
+TOSA: the unshifted input is CAST to i32; the shifted one is RESCALEd to i32
+by 2^-k with the multiplier 2^30 + 1 and shift 30 + k, single rounding:
+`floor(x / 2^k + 1/2 + x / 2^(30 + k))`. For |x| <= 2^15 the extra term is
+below 2^-(15 + k), smaller than the 2^-k between a value that is not a tie and
+a rounding boundary, and it pushes ties away from zero. ADD or SUB in i32, a
+unit RESCALE to int16 (which saturates), the activation's CLAMP.
+
+Integer path: MAXIMUM / MINIMUM work on stored values; TFLite's kernels ignore
+differing quantization, so only equal quantization (the converter's `same
+scale` constraint) is a real maximum, and other cases are left to the
+fallback. SQUARED_DIFFERENCE (int8 only, squared_difference.cc) is like ADD
+with a left shift of 7: `a_i = MBQM((x_i - zp_i) 2^7, s_i / (2 max(s_1, s_2)))`,
+then `zp_out + MBQM((a_1 - a_2)^2, (2 max)^2 / (2^14 s_out))`, clamped
+(tests/test_legalize_integer_data.py pins both against the interpreter).
 """
 
 from __future__ import annotations
@@ -40,12 +88,29 @@ from legalize.common import (
     constant_value,
     element,
     fused_activation,
-    rank_aligned_shape,
-    require_float,
     require_static,
     reshape_to_rank,
     scalar,
     tensor_type,
+    with_fused_activation,
+)
+from legalize.integer.data import int8_twin, is_uint8, restore_uint8, to_int8
+from legalize.integer.support import (
+    integer_pattern,
+    require_one_storage,
+    require_per_tensor,
+    same_quantization,
+)
+from legalize.quantized import (
+    DOUBLE_ROUND,
+    SINGLE_ROUND,
+    rescale,
+    rescale_by_multiplier,
+    rescale_from_i32,
+    rescale_to_i32,
+    round_half_away,
+    rounding_mode,
+    tflite_quantize_multiplier,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -54,237 +119,21 @@ from tfl2tosa.ir.types import (
     ElementType,
     ScalarType,
     TensorType,
+    UniformQuantized,
     bf16,
     f16,
     f32,
-    i1,
     i32,
     numpy_dtype,
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
-# Expression builder (candidate for legalize/common.py)
+# Helpers the patterns of this module, `comparison.py` and `casts.py` share
 
 _FLOAT_ELEMENTS = (f32, f16, bf16)
-
-# Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
-# splits a value into two halves whose products are exact (Dekker 1971).
-_SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
-
-
-def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """Numpy/TFLite broadcasting of right-aligned shapes."""
-    return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
-
-
-class Elementwise:
-    """Builds elementwise TOSA ops at one rank.
-
-    Operands of lower rank are reshaped with leading 1s (constants are
-    re-made with the new shape instead), scalars become `[1] * rank`
-    constants, and every result type is the broadcast of its operands.
-    """
-
-    def __init__(self, rw: Rewriter, rank: int) -> None:
-        self.rw = rw
-        self.rank = rank
-        self._splits: dict[int, tuple[Value, Value]] = {}
-
-    # -- operands and constants
-
-    def operand(self, value: Value) -> Value:
-        t = tensor_type(value)
-        array = constant_value(value)
-        if array is not None and len(t.shape) != self.rank:
-            shape = rank_aligned_shape(t.shape, self.rank)
-            return build.const(self.rw, np.asarray(array).reshape(shape), t.element)
-        return reshape_to_rank(self.rw, value, self.rank)
-
-    def const(self, value: float | bool, elem: ElementType) -> Value:
-        """A scalar constant of `elem`, shaped [1] * rank."""
-        return scalar(self.rw, value, elem, self.rank)
-
-    def like(self, value: float | bool, other: Value) -> Value:
-        """A scalar constant of `other`'s element type."""
-        return self.const(value, element(other))
-
-    def full(self, array: np.ndarray, elem: ElementType) -> Value:
-        return build.const(self.rw, np.asarray(array, dtype=numpy_dtype(elem)), elem)
-
-    # -- generic ops
-
-    def _type(self, values: Sequence[Value], elem: ElementType | None = None) -> TensorType:
-        shape = broadcast_shape(*(tensor_type(v).shape for v in values))
-        return TensorType(shape, element(values[0]) if elem is None else elem)
-
-    def binary(self, name: str, a: Value, b: Value, elem: ElementType | None = None,
-               **attrs: object) -> Value:
-        return build.op(self.rw, name, [a, b], self._type([a, b], elem), **attrs)
-
-    def unary(self, name: str, a: Value) -> Value:
-        return build.op(self.rw, name, [a], tensor_type(a))
-
-    # -- arithmetic (a, b already at this rank)
-
-    def add(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.add", a, b)
-
-    def sub(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.sub", a, b)
-
-    def mul(self, a: Value, b: Value) -> Value:
-        return build.mul(self.rw, a, b, 0, self._type([a, b]))
-
-    def intdiv(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.intdiv", a, b)
-
-    def maximum(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.maximum", a, b, nan_mode="PROPAGATE")
-
-    def minimum(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.minimum", a, b, nan_mode="PROPAGATE")
-
-    def pow(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.pow", a, b)
-
-    def abs(self, a: Value) -> Value:
-        return self.unary("tosa.abs", a)
-
-    def negate(self, a: Value) -> Value:
-        zp = build.zero_point(self.rw, 0, element(a))
-        zp_out = build.zero_point(self.rw, 0, element(a))
-        return build.op(self.rw, "tosa.negate", [a, zp, zp_out], tensor_type(a))
-
-    def floor(self, a: Value) -> Value:
-        return self.unary("tosa.floor", a)
-
-    def ceil(self, a: Value) -> Value:
-        return self.unary("tosa.ceil", a)
-
-    def reciprocal(self, a: Value) -> Value:
-        return self.unary("tosa.reciprocal", a)
-
-    def rsqrt(self, a: Value) -> Value:
-        return self.unary("tosa.rsqrt", a)
-
-    def cast(self, a: Value, elem: ElementType) -> Value:
-        if element(a) == elem:
-            return a
-        return build.cast(self.rw, a, elem)
-
-    # -- comparisons and logic (bool results)
-
-    def equal(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.equal", a, b, i1)
-
-    def greater(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.greater", a, b, i1)
-
-    def greater_equal(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.greater_equal", a, b, i1)
-
-    def less(self, a: Value, b: Value) -> Value:
-        return self.greater(b, a)
-
-    def logical_and(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.logical_and", a, b)
-
-    def logical_or(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.logical_or", a, b)
-
-    def logical_xor(self, a: Value, b: Value) -> Value:
-        return self.binary("tosa.logical_xor", a, b)
-
-    def logical_not(self, a: Value) -> Value:
-        return self.unary("tosa.logical_not", a)
-
-    def select(self, condition: Value, a: Value, b: Value) -> Value:
-        return build.op(self.rw, "tosa.select", [condition, a, b], self._type([condition, a, b],
-                                                                                element(a)))
-
-    # -- exact floating-point building blocks
-
-    def is_finite(self, a: Value) -> Value:
-        """x - x == 0 holds exactly for finite x (inf - inf and NaN give NaN)."""
-        return self.equal(self.sub(a, a), self.like(0.0, a))
-
-    def sign_bit(self, a: Value) -> Value:
-        """True where `a` is negative, including -0 (its reciprocal is -inf).
-
-        TOSA comparisons ignore the sign of zero, so x < 0 alone misses -0.
-        """
-        zero = self.like(0.0, a)
-        return self.logical_or(self.less(a, zero), self.less(self.reciprocal(a), zero))
-
-    def split(self, a: Value) -> tuple[Value, Value]:
-        """Veltkamp's split a = hi + lo, each half short enough that the
-        product of two halves is exact. Overflows (to NaN) for |a| above
-        max / factor, which callers detect with is_finite."""
-        key = id(a)
-        if key not in self._splits:
-            scaled = self.mul(a, self.like(_SPLIT_FACTOR[element(a).name], a))
-            hi = self.sub(scaled, self.sub(scaled, a))
-            self._splits[key] = hi, self.sub(a, hi)
-        return self._splits[key]
-
-    def two_product(self, a: Value, b: Value) -> tuple[Value, Value]:
-        """Dekker's error-free product: p + e == a * b exactly, p = RN(a * b)."""
-        p = self.mul(a, b)
-        a_hi, a_lo = self.split(a)
-        b_hi, b_lo = self.split(b)
-        e = self.sub(self.mul(a_hi, b_hi), p)
-        e = self.add(e, self.mul(a_hi, b_lo))
-        e = self.add(e, self.mul(a_lo, b_hi))
-        return p, self.add(e, self.mul(a_lo, b_lo))
-
-    def divide(self, x: Value, y: Value) -> Value:
-        """x / y correctly rounded (in all cases we could test), from RECIPROCAL.
-
-        q0 = x * (1/y) is within ~1.5 ulp. The residual x - q0*y is computed
-        exactly (Dekker's product; x - p is exact by Sterbenz's lemma since
-        p is close to x), and one Newton step q0 + residual/y then lands on
-        the correctly rounded quotient. Where that step is not finite
-        (y = 0, infinities, |q0| or |y| beyond max/4097 where the split
-        overflows) q0 is kept: it is the IEEE answer for the special cases
-        and within 1.5 ulp otherwise.
-        """
-        r = self.reciprocal(y)
-        q0 = self.mul(x, r)
-        p, e = self.two_product(q0, y)
-        residual = self.sub(self.sub(x, p), e)
-        q1 = self.add(q0, self.mul(residual, r))
-        return self.select(self.is_finite(q1), q1, q0)
-
-    def floor_division(self, x: Value, y: Value) -> tuple[Value, Value]:
-        """(floor(x / y), x - floor(x / y) * y) for floats, exact for |x / y| < 2^23.
-
-        f = floor(x * (1/y)) may be one off where x / y is within ~1.5 ulp of
-        an integer. The exact remainder x - f*y = d - e (d = x - p, e the
-        product's error, both exact whenever f is near x / y) tells: if it
-        has the sign opposite to y, f is one too big; if it is y or beyond,
-        one too small. The remainder is then corrected by y, rounding once,
-        as TFLite's `fmod(x, y) (+ y)` does (reference_ops::FloorMod).
-        """
-        zero = self.like(0.0, x)
-        f = self.floor(self.mul(x, self.reciprocal(y)))
-        p, e = self.two_product(f, y)
-        d = self.sub(x, p)
-        y_positive = self.greater(y, zero)
-        # too big: (d - e) has the sign opposite to y.
-        too_big = self.select(y_positive, self.less(d, e), self.greater(d, e))
-        # too small: (d - e) - y has y's sign or is zero; d - y is exact near y.
-        beyond = self.sub(d, y)
-        too_small = self.select(y_positive, self.greater_equal(beyond, e),
-                                self.greater_equal(e, beyond))
-        one = self.like(1.0, x)
-        quotient = self.select(too_big, self.sub(f, one),
-                               self.select(too_small, self.add(f, one), f))
-        remainder = self.sub(d, e)
-        remainder = self.select(too_big, self.add(remainder, y),
-                                self.select(too_small, self.sub(remainder, y), remainder))
-        return quotient, remainder
 
 
 def elementwise_for(rw: Rewriter, op: Op) -> Elementwise:
@@ -307,8 +156,8 @@ def first_failure(*checks: Failure | None) -> Failure | None:
 
 
 def check_types(op: Op, allowed: Sequence[ScalarType]) -> Failure | None:
-    """Failure unless the float path applies and every operand/result is in `allowed`."""
-    failure = first_failure(require_float(op), require_static(op))
+    """Failure unless `op` is static and every operand/result is in `allowed`."""
+    failure = require_static(op)
     if failure is not None:
         return failure
     for value in (*op.operands, *op.results):
@@ -396,8 +245,8 @@ def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 @pattern("tfl.div", label="div_reciprocal", types=("f32", "f16"))
 def div_reciprocal(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """x * RECIPROCAL(y): two ops, within ~1.5 ulp (27% of random quotients are
-    not correctly rounded). Only used when the `div` pattern is disabled."""
+    """x * RECIPROCAL(y): two ops, within ~1.5 ulp (many quotients are not
+    correctly rounded). Only used when the `div` pattern is disabled."""
     if failed := check_types(op, FLOAT):
         return failed
     e, x, y = _binary_operands(op, rw)
@@ -663,8 +512,8 @@ _SIGNED_INTS = ("i8", "i16", "i32")
 
 def _signed_integer_result(op: Op) -> ElementType | Failure:
     """The result's element type, if it is one of the signed integers TOSA's
-    bit operations take (and the float path applies)."""
-    failure = first_failure(require_float(op), require_static(op))
+    bit operations take (and `op` is static)."""
+    failure = require_static(op)
     if failure is not None:
         return failure
     elem = element(op.results[0])
@@ -749,5 +598,238 @@ def fill(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [build.op(rw, "tosa.tile", [scalar, build.const_shape(rw, t.shape)], t)]
 
 
-__all__ = ["Elementwise", "broadcast_shape", "check_types", "elementwise_for", "first_failure",
+__all__ = ["check_types", "elementwise_for", "first_failure",
            "is_float", "is_int32"]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: ADD, SUB, MUL (int8, int16)
+
+# TFLite's `left_shift` for ADD/SUB: inputs are scaled up by 2^20 (int8) or 2^15
+# (int16) first.
+ADD_LEFT_SHIFT = {8: 20, 16: 15}
+
+
+def _aligned_inputs(rw: Rewriter, op: Op) -> tuple[Value, Value, TensorType]:
+    """Both inputs at the result's rank, and the result type."""
+    result = op.results[0].type
+    rank = len(result.shape)
+    return (reshape_to_rank(rw, op.operands[0], rank), reshape_to_rank(rw, op.operands[1], rank),
+            result)
+
+
+def _add_input(rw: Rewriter, x: Value, q: UniformQuantized, twice_max: float,
+               rounding: str) -> Value:
+    """`MBQM((x - zp) * 2^left_shift, s / twice_max)` as i32.
+
+    The 2^left_shift step is exact and separate: folding it into the multiplier
+    would move the first rounding of the double-rounding scheme. For int8 it is
+    a RESCALE; int16 values times 2^15 are too wide for a unit-scale RESCALE
+    (apply_scale_32 needs |v| < 2^(shift - 1)), so they are CAST to i32 and
+    multiplied (int16 zero points are 0). When `s / twice_max` is exactly 0.5
+    (the input with the larger scale), MBQM of that product by 2^30 / 2^31 is
+    exact, so the whole step is a multiplication by 2^(left_shift - 1).
+    """
+    left_shift = ADD_LEFT_SHIFT[q.storage.bits]
+    ratio = q.scale / twice_max
+    exact_shift = left_shift - 1 if ratio == 0.5 else left_shift
+    if q.storage.bits == 8:
+        shifted = rescale_to_i32(rw, x, 2.0 ** exact_shift)
+    else:
+        wide = build.cast(rw, x, i32)
+        shifted = build.mul(rw, wide, scalar(rw, 1 << exact_shift, i32,
+                                             len(tensor_type(x).shape)))
+    if ratio == 0.5:
+        return shifted
+    return rescale(rw, shifted, ratio, i32, input_zp=0, output_zp=0, rounding=rounding)
+
+
+def _power_of_two(scale: float) -> bool:
+    """TFLite's CheckedLog2 (quantization_util.cc): float32 log2 within 1e-3 of an integer."""
+    log2 = np.float32(np.log(np.float32(scale))) * (np.float32(1) / np.float32(np.log(2.0)))
+    return abs(float(log2) - round_half_away(float(log2))) < 1e-3
+
+
+def _add_or_sub(op: Op, rw: Rewriter, tosa_name: str) -> list[Value] | Failure:
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    if isinstance(elements, Failure):
+        return elements
+    q1, q2, out = elements
+    if out.storage.bits == 16 and op.attrs.get("pot_scale_int16", True) and all(
+            _power_of_two(q.scale) for q in (q1, q2, out)):
+        return Failure(f"{op.name}: TFLite's power-of-two int16 path is not lowered")
+    rounding = rounding_mode(op.name)
+    twice_max = 2.0 * max(q1.scale, q2.scale)
+    x1, x2, result = _aligned_inputs(rw, op)
+    a = _add_input(rw, x1, q1, twice_max, rounding)
+    b = _add_input(rw, x2, q2, twice_max, rounding)
+    total = build.op(rw, tosa_name, [a, b], result.with_element(i32))
+    scale = twice_max / ((1 << ADD_LEFT_SHIFT[out.storage.bits]) * out.scale)
+    scaled = rescale_from_i32(rw, total, scale, out, rounding)
+    return with_fused_activation(rw, op, scaled)
+
+
+@pattern("tfl.add", kind="integer", label="add_int", types=("i8", "i16"))
+@integer_pattern
+def add_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Both inputs to a common 2^left_shift-scaled i32, ADD, RESCALE to the output (add.cc)."""
+    return _add_or_sub(op, rw, "tosa.add")
+
+
+@pattern("tfl.sub", kind="integer", label="sub_int", types=("i8", "i16"))
+@integer_pattern
+def sub_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """As ADD with SUB of the scaled inputs (sub.cc uses add.cc's multipliers)."""
+    return _add_or_sub(op, rw, "tosa.sub")
+
+
+@pattern("tfl.mul", kind="integer", label="mul_int", types=("i8", "i16"))
+@integer_pattern
+def mul_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """RESCALE both inputs to i32 without zero point, MUL (the i32 product is exact
+    for 8- and 16-bit inputs), RESCALE by float32(s1 * s2 / s_out) to the output
+    (mul.cc; int16 zero points are 0)."""
+    elements = require_one_storage(op, [*op.operands[:2], op.results[0]], "i8", "i16")
+    if isinstance(elements, Failure):
+        return elements
+    q1, q2, out = elements
+    x1, x2, result = _aligned_inputs(rw, op)
+    product = build.mul(rw, rescale_to_i32(rw, x1, rounding=SINGLE_ROUND),
+                        rescale_to_i32(rw, x2, rounding=SINGLE_ROUND),
+                        result_type=result.with_element(i32))
+    scale = float(np.float32(q1.scale) * np.float32(q2.scale) / np.float32(out.scale))
+    scaled = rescale_from_i32(rw, product, scale, out, rounding_mode(op.name))
+    return with_fused_activation(rw, op, scaled)
+
+
+# ---------------------------------------------------------------------------
+# Integer path: power-of-two int16 ADD and SUB
+
+# RoundingDivideByPOT of an int16 value is defined for exponents up to 15.
+MAX_INPUT_SHIFT = 15
+
+
+def checked_log2(scale: float) -> int | None:
+    """TFLite's CheckedLog2 (quantization_util.cc): the rounded float32 log2 of
+    `scale` if it is within 1e-3 of an integer, else None."""
+    log2 = np.float32(np.log(np.float32(scale))) * (np.float32(1) / np.float32(np.log(2.0)))
+    rounded = float(np.sign(log2) * np.floor(np.abs(log2) + np.float32(0.5)))
+    return int(rounded) if abs(float(log2) - rounded) < 1e-3 else None
+
+
+def _input_shifts(op: Op) -> tuple[int, int, UniformQuantized] | Failure:
+    """TFLite's (input1_shift, input2_shift) as right shifts, and the output type."""
+    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i16")
+    if isinstance(elements, Failure):
+        return elements
+    if not op.attrs.get("pot_scale_int16", True):
+        return Failure(f"{op.name}: pot_scale_int16 is false (the general int16 path)")
+    logs = [checked_log2(q.scale) for q in elements]
+    if None in logs or any(q.zero_point for q in elements):
+        return Failure(f"{op.name}: scales or zero points outside TFLite's power-of-two path")
+    if tensor_type(op.operands[0]).shape != tensor_type(op.operands[1]).shape:
+        return Failure(f"{op.name}: TFLite's power-of-two int16 path does not broadcast")
+    shifts = [logs[2] - logs[0], logs[2] - logs[1]]
+    if min(shifts) != 0 or max(shifts) > MAX_INPUT_SHIFT:
+        return Failure(f"{op.name}: input scales 2^{logs[0]}, 2^{logs[1]} for an output "
+                       f"2^{logs[2]} (TFLite needs one equal to it, the other smaller)")
+    return shifts[0], shifts[1], elements[2]
+
+
+def _widened(rw: Rewriter, x: Value, shift: int) -> Value:
+    """RoundingDivideByPOT(x, shift) as i32 (x itself for shift 0)."""
+    if shift == 0:
+        return build.cast(rw, x, i32)
+    return rescale_by_multiplier(rw, x, [(1 << 30) + 1], [30 + shift], i32, input_zp=0,
+                                 output_zp=0, rounding=SINGLE_ROUND)
+
+
+def _add_or_sub_pot(op: Op, rw: Rewriter, tosa_name: str) -> list[Value] | Failure:
+    checked = _input_shifts(op)
+    if isinstance(checked, Failure):
+        return checked
+    shift1, shift2, out = checked
+    total = build.op(rw, tosa_name, [_widened(rw, op.operands[0], shift1),
+                                     _widened(rw, op.operands[1], shift2)],
+                     tensor_type(op.results[0]).with_element(i32))
+    saturated = rescale_by_multiplier(rw, total, [1 << 30], [30], out, input_zp=0, output_zp=0,
+                                      rounding=SINGLE_ROUND)
+    activated = fused_activation(rw, saturated, op.attrs.get("fused_activation_function"))
+    return activated if isinstance(activated, Failure) else [activated]
+
+
+@pattern("tfl.add", kind="integer", label="add_int16_pot", types=("i16",))
+@integer_pattern
+def add_int16_pot(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Power-of-two int16 ADD: the finer input divided by 2^k (half away from
+    zero), ADD in i32, saturate to int16, CLAMP."""
+    return _add_or_sub_pot(op, rw, "tosa.add")
+
+
+@pattern("tfl.sub", kind="integer", label="sub_int16_pot", types=("i16",))
+@integer_pattern
+def sub_int16_pot(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Power-of-two int16 SUB, as ADD with SUB in i32 (Sub16)."""
+    return _add_or_sub_pot(op, rw, "tosa.sub")
+
+
+# ---------------------------------------------------------------------------
+# Integer path: MAXIMUM / MINIMUM
+
+_EXTREMA = {"tfl.maximum": "tosa.maximum", "tfl.minimum": "tosa.minimum"}
+
+
+@pattern(*_EXTREMA, kind="integer", label="maximum_minimum_int", types=("i8", "u8", "i16"))
+@integer_pattern
+def maximum_minimum_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """MAXIMUM / MINIMUM of the stored values (TOSA's are i32 only): both inputs
+    CAST to i32 (uint8 through the int8 twin), the extremum, CAST back, which
+    is exact since it is one of the inputs."""
+    result = op.results[0]
+    shared = same_quantization(op, [*op.operands[:2], result], ("i8", "ui8", "i16"))
+    if isinstance(shared, Failure):
+        return shared
+    out = tensor_type(result)
+    rank = len(out.shape)
+    wide = [build.cast(rw, to_int8(rw, reshape_to_rank(rw, v, rank)), i32)
+            for v in op.operands[:2]]
+    extremum = build.op(rw, _EXTREMA[op.name], wide, out.with_element(i32),
+                        nan_mode="PROPAGATE")
+    twin = out.with_element(int8_twin(shared)) if is_uint8(shared) else out
+    return [restore_uint8(rw, build.cast(rw, extremum, twin.element), result)]
+
+
+# ---------------------------------------------------------------------------
+# Integer path: SQUARED_DIFFERENCE
+
+# squared_difference.cc: inputs are shifted left by 7 bits before their scaling.
+SQUARED_DIFFERENCE_LEFT_SHIFT = 7
+
+
+@pattern("tfl.squared_difference", kind="integer", label="squared_difference_int8",
+         types=("i8",))
+@integer_pattern
+def squared_difference_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Each input: RESCALE (x - zp) 2^7 exactly, RESCALE by s_i / (2 max s);
+    SUB, MUL (i32, |d| <= 2^15), RESCALE by (2 max s)^2 / (2^14 s_out) to the
+    output; every scaling double-rounded (TFLite's MBQM_SmallerThanOneExp)."""
+    elements = require_per_tensor(op, [*op.operands[:2], op.results[0]], "i8")
+    if isinstance(elements, Failure):
+        return elements
+    q1, q2, out = elements
+    # TFLite doubles the larger float32 scale (exact) and divides in double.
+    twice_max = 2.0 * max(q1.scale, q2.scale)
+    output_scale = twice_max * twice_max / ((1 << 2 * SQUARED_DIFFERENCE_LEFT_SHIFT) * out.scale)
+    if tflite_quantize_multiplier(output_scale)[1] > 0:
+        return Failure(f"{op.name}: output scaling {output_scale} >= 1 (TFLite requires < 1)")
+    result = tensor_type(op.results[0])
+    rank = len(result.shape)
+    scaled = []
+    for x, q in ((op.operands[0], q1), (op.operands[1], q2)):
+        shifted = rescale_to_i32(rw, reshape_to_rank(rw, x, rank),
+                                 float(1 << SQUARED_DIFFERENCE_LEFT_SHIFT))
+        scaled.append(rescale(rw, shifted, q.scale / twice_max, i32, input_zp=0, output_zp=0,
+                              rounding=DOUBLE_ROUND))
+    difference = build.op(rw, "tosa.sub", scaled, result.with_element(i32))
+    square = build.mul(rw, difference, difference, result_type=result.with_element(i32))
+    return [rescale_from_i32(rw, square, output_scale, out, DOUBLE_ROUND)]

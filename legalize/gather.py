@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.common import constant_value, element, require_float, scalar, tensor_type
+from legalize.common import constant_value, element, scalar, tensor_type
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -383,9 +383,7 @@ def segment_reduction(op: Op, rw: Rewriter) -> list[Value] | Failure:
     [1, N, C], initial value) then REDUCE over N gives every segment at once.
     Ids outside [0, S) match no segment and are skipped, as in TFLite."""
     data, ids_operand = op.operands[:2]
-    failed = require_float(op)
-    if failed is None:
-        failed = require_move(op, [data])
+    failed = require_move(op, [data])
     if failed is not None:
         return failed
     reduce_name, initial = _SEGMENT_REDUCTIONS[op.name]

@@ -48,7 +48,8 @@ These are the builtin (optimized) kernels; validate judges emulated models on
 them (tfl2tosa/validation.py says why).
 
 The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
-LSTM, UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN) and SVDF are legalize.rnn's and legalize.misc's
+LSTM: legalize.lstm's; UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN:
+legalize.rnn's) and SVDF (legalize.misc's) are those modules' float
 lowerings with these products in place of their float MATMULs (imported when
 such an op is met: converting other models does not load them).
 """
@@ -62,7 +63,6 @@ import numpy as np
 
 from legalize.common import constant_value, fused_activation, is_none, tensor_type
 from legalize.conv import bias_operand
-from legalize.elementwise import Elementwise
 from legalize.gather import gather_along
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
@@ -81,6 +81,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # The vector code of tensor_utils quantizes this many values per step.
 VECTOR_BLOCK = 8
@@ -151,15 +152,6 @@ class QuantizedRows:
     zero_points: Value | None
 
 
-def _round_half_away(e: Elementwise, v: Value) -> Value:
-    """std::round, exactly: floor(|v|) + (frac >= 0.5), with v's sign."""
-    a = e.abs(v)
-    f = e.floor(a)
-    up = e.greater_equal(e.sub(a, f), e.like(0.5, v))
-    r = e.select(up, e.add(f, e.like(1.0, v)), f)
-    return e.select(e.less(v, e.like(0.0, v)), e.sub(e.like(0.0, v), r), r)
-
-
 def _round_vector_code(e: Elementwise, v: Value) -> Value:
     """tensor_utils' vector rounding: trunc(v + 0.5), or trunc(v - 0.5) for
     v < 0, the addition rounded to float (so 0.49999997 rounds to 1)."""
@@ -178,9 +170,9 @@ def _kernel_round(e: Elementwise, v: Value) -> Value:
     if vector_columns == n:
         return _round_vector_code(e, v)
     if vector_columns == 0:
-        return _round_half_away(e, v)
+        return e.round_half_away(v)
     in_vector = e.full((np.arange(n) < vector_columns).reshape(1, n), i1)
-    return e.select(in_vector, _round_vector_code(e, v), _round_half_away(e, v))
+    return e.select(in_vector, _round_vector_code(e, v), e.round_half_away(v))
 
 
 def _reduce(rw: Rewriter, name: str, x: Value) -> Value:
@@ -221,7 +213,7 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     use_low = e.less(e.add(e.like(128.0, x), e.abs(low_steps)),
                      e.add(e.like(127.0, x), e.abs(high_steps)))
     nudged = e.select(use_low, from_low, from_high)
-    nudged = build.clamp(rw, _round_half_away(e, nudged), -128.0, 127.0)
+    nudged = build.clamp(rw, e.round_half_away(nudged), -128.0, 127.0)
     tie = e.logical_and(e.equal(high, e.sub(zero, low)), e.logical_not(empty))
     nudged = e.select(tie, _tied_zero_point(e, span), nudged)
     zero_point_f = e.select(empty, zero, nudged)
@@ -319,7 +311,7 @@ def _plain_fully_connected(op: Op) -> Failure | None:
     return None
 
 
-@pattern("tfl.fully_connected", label="fully_connected_hybrid", types=("f32",))
+@pattern("tfl.fully_connected", label="fully_connected_hybrid", kind="hybrid")
 def fully_connected_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Rows quantized at run time, a 1x1 CONV2D i8 x i8 -> i32, then
     `acc * (s_in * s_w) + bias` (fully_connected.cc EvalHybrid)."""
@@ -400,7 +392,7 @@ def block_offsets(weights: BlockwiseWeights) -> np.ndarray:
     return total.reshape(1, n)
 
 
-@pattern("tfl.fully_connected", label="fully_connected_blockwise_hybrid", types=("f32",))
+@pattern("tfl.fully_connected", label="fully_connected_blockwise_hybrid", kind="hybrid")
 def fully_connected_blockwise_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """int4 weights with blockwise scales, as TF's optimized kernel computes
     them (fully_connected.cc EvalBlockwise4Bit): each row quantized
@@ -499,7 +491,7 @@ def window_weight_sums(tap_sums: np.ndarray, in_sizes: tuple[int, int],
     return result
 
 
-@pattern("tfl.conv_2d", label="conv_2d_hybrid", types=("f32",))
+@pattern("tfl.conv_2d", label="conv_2d_hybrid", kind="hybrid")
 def conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Each image quantized at run time (asymmetric with per-channel weights,
     symmetric with one weight scale: conv.cc EvalHybridPerChannel / EvalHybrid),
@@ -531,7 +523,7 @@ def conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return out if isinstance(out, Failure) else [out]
 
 
-@pattern("tfl.depthwise_conv_2d", label="depthwise_conv_2d_hybrid", types=("f32",))
+@pattern("tfl.depthwise_conv_2d", label="depthwise_conv_2d_hybrid", kind="hybrid")
 def depthwise_conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Each image quantized asymmetrically at run time, DEPTHWISE_CONV2D
     i8 x i8 -> i32, then the depthwise kernel's two scaling orders (module
@@ -576,7 +568,7 @@ def depthwise_conv_2d_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return out if isinstance(out, Failure) else [out]
 
 
-@pattern("tfl.batch_matmul", label="batch_matmul_hybrid", types=("f32",))
+@pattern("tfl.batch_matmul", label="batch_matmul_hybrid", kind="hybrid")
 def batch_matmul_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Rows of the left operand quantized at run time, MATMUL i8 x i8 -> i32,
     then `acc * (s_in * s_w)` (batch_matmul.cc EvalHybrid; one weight scale)."""
@@ -640,33 +632,33 @@ def stacked_int8(op: Op, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray
 
 
 @pattern("tfl.unidirectional_sequence_lstm", label="unidirectional_sequence_lstm_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def unidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """The LSTM of legalize.rnn with TFLite's hybrid products (lstm_eval.cc
+    """The LSTM of legalize.lstm with TFLite's hybrid products (lstm_eval.cc
     EvalHybrid): each gate starts from its bias, adds the input rows' and then
     the previous output's hybrid products; peephole weights are dequantized
     (`scale * q`, as the kernel recovers them); the projection is a hybrid
     product too."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    from legalize.rnn import lower_unidirectional_lstm
+    from legalize.lstm import lower_unidirectional_lstm
 
     return lower_unidirectional_lstm(op, rw, emulate=True)
 
 
 @pattern("tfl.bidirectional_sequence_lstm", label="bidirectional_sequence_lstm_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def bidirectional_sequence_lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Both directions as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    from legalize.rnn import lower_bidirectional_lstm
+    from legalize.lstm import lower_bidirectional_lstm
 
     return lower_bidirectional_lstm(op, rw, emulate=True)
 
 
 @pattern("tfl.unidirectional_sequence_rnn", label="unidirectional_sequence_rnn_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The RNN of legalize.rnn with TFLite's hybrid products (kernel_utils.cc
     RnnBatchStep): bias, plus the input rows' and then the hidden state's hybrid
@@ -678,18 +670,18 @@ def unidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fa
     return lower_unidirectional_rnn(op, rw, emulate=True)
 
 
-@pattern("tfl.lstm", label="lstm_hybrid", types=("f32",))
+@pattern("tfl.lstm", label="lstm_hybrid", kind="hybrid")
 def lstm_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One LSTM step (lstm.cc, full kernel) as unidirectional_sequence_lstm_hybrid."""
     if (failure := _weights_quantized(op, 2)) is not None:
         return failure
-    from legalize.rnn import lower_lstm
+    from legalize.lstm import lower_lstm
 
     return lower_lstm(op, rw, emulate=True)
 
 
 @pattern("tfl.bidirectional_sequence_rnn", label="bidirectional_sequence_rnn_hybrid",
-         types=("f32",))
+         kind="hybrid")
 def bidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Both directions as unidirectional_sequence_rnn_hybrid."""
     if (failure := _weights_quantized(op, 1)) is not None:
@@ -699,7 +691,7 @@ def bidirectional_sequence_rnn_hybrid(op: Op, rw: Rewriter) -> list[Value] | Fai
     return lower_bidirectional_rnn(op, rw, emulate=True)
 
 
-@pattern("tfl.svdf", label="svdf_hybrid", types=("f32",))
+@pattern("tfl.svdf", label="svdf_hybrid", kind="hybrid")
 def svdf_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The SVDF step of legalize.misc with TFLite's hybrid feature product
     (svdf.cc EvalHybridSVDF: input rows quantized at run time, int8 x int8,
@@ -721,7 +713,7 @@ def _weights_quantized(op: Op, index: int) -> Failure | None:
     return None
 
 
-@pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", types=("f32",))
+@pattern("tfl.embedding_lookup", label="embedding_lookup_hybrid", kind="hybrid")
 def embedding_lookup_hybrid(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """GATHER of the int8 rows, CAST to f32, MUL by the table's scale
     (embedding_lookup.cc EvalHybrid: one float product `scale * q` per value,

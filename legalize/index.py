@@ -29,17 +29,17 @@ the order they are tried.
 
 
 def build_index() -> dict[str, tuple[tuple[str, str], ...]]:
-    """Every registered pattern by op; an op's patterns are ordered by their
-    module's place in `legalize.family_modules()`, then by their place in the
-    module, so the order does not depend on which module imports which."""
+    """Every registered pattern by op, in `registry.try_order`: by kind, then
+    by their module's place in `legalize.family_modules()`, then by their place
+    in the module, so the order does not depend on which module imports which."""
     from legalize import family_modules, load_all
-    from legalize.registry import PATTERNS
+    from legalize.registry import PATTERNS, try_order
 
     load_all()
     rank = {name: i for i, name in enumerate(family_modules())}
     index = {}
     for op_name, entries in sorted(PATTERNS.items()):
-        ordered = sorted(entries, key=lambda e: rank[e.fn.__module__])
+        ordered = sorted(entries, key=lambda e: try_order(e, rank))
         index[op_name] = tuple((e.fn.__module__, e.label) for e in ordered)
     return index
 

@@ -1,10 +1,23 @@
 """Patterns for TFL ops that join or repeat tensors: CONCATENATION, PACK, TILE,
 BROADCAST_TO (TOSA CONCAT and TILE); type-generic moves, see `legalize.shape`.
+
+- CONCATENATION copies int8 and int16 inputs (int8 requires equal
+  quantization, int16 inputs with other scales are copied unchanged);
+  uint8 inputs with other parameters are requantized in float32
+  (reference_ops::ConcatenationWithScaling): `clamp(round(v * s + b) + zp_out,
+  0, 255)` with `s = s_in * (1 / s_out)` and `b = -zp_in * s`, a function of
+  the 256 stored values, so one TABLE per such input reproduces it. Fused
+  activations and PACK with differing quantization are refused by TFLite.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from legalize.common import fused_activation, tensor_type
+from legalize.integer.data import UINT8_OFFSET
+from legalize.integer.support import integer_pattern, require_per_tensor
+from legalize.quantized import round_half_away
 from legalize.registry import pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -20,6 +33,7 @@ from legalize.shape import (
 )
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
+from tfl2tosa.ir.types import UniformQuantized, i8
 from tfl2tosa.tosa import build
 
 
@@ -89,3 +103,55 @@ def broadcast_to(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return [finish(rw, x, op.result)]
     return [build.op(rw, "tosa.tile", [x, build.const_shape(rw, multiples)],
                      tensor_type(op.result))]
+
+
+# ---------------------------------------------------------------------------
+# CONCATENATION of uint8 with requantized inputs
+
+
+def concatenation_uint8_table(in_type: UniformQuantized, out_type: UniformQuantized
+                              ) -> np.ndarray:
+    """The TABLE (256 int8 entries, entry k for stored byte k - 128) of TFLite's
+    float32 requantization of one uint8 input (ConcatenationWithScaling):
+    `clamp((int)round(v * s + b) + zp_out, 0, 255)`, `s = s_in * (1 / s_out)`,
+    `b = -zp_in * s`, v the unsigned value of the byte; entries hold the
+    result's byte."""
+    scale = np.float32(in_type.scale) * (np.float32(1) / np.float32(out_type.scale))
+    bias = np.float32(-in_type.zero_point) * scale
+    table = np.empty(256, dtype=np.int8)
+    for k in range(256):
+        unsigned = (k - UINT8_OFFSET) % 256
+        value = np.float32(np.float32(unsigned) * scale) + bias
+        stored = min(255, max(0, round_half_away(float(value)) + out_type.zero_point))
+        table[k] = stored - 256 if stored > 127 else stored
+    return table
+
+
+@pattern("tfl.concatenation", kind="integer", label="concatenation_uint8", types=("u8",))
+@integer_pattern
+def concatenation_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """CONCAT of uint8 inputs, each input whose scale or zero point differs from
+    the output's first mapped through the TABLE of TFLite's float32
+    requantization (the stored bytes pass through TABLE as int8)."""
+    result = op.results[0]
+    elements = require_per_tensor(op, [*op.operands, result], "ui8")
+    if isinstance(elements, Failure):
+        return elements
+    if op.attrs.get("fused_activation_function") not in (None, "NONE"):
+        return Failure(f"{op.name}: TFLite refuses fused activations on CONCATENATION")
+    *in_types, out_type = elements
+    out = tensor_type(result)
+    rank = len(out.shape)
+    axis = int(op.attrs.get("axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    parts = []
+    for x, q in zip(op.operands, in_types):
+        if tensor_type(x).shape[axis] == 0:
+            continue
+        if q.scale != out_type.scale or q.zero_point != out_type.zero_point:
+            table = build.const(rw, concatenation_uint8_table(q, out_type), i8)
+            x = build.op(rw, "tosa.table", [x, table], tensor_type(x).with_element(out_type))
+        parts.append(x)
+    if len(parts) < 2:
+        return Failure(f"{op.name}: fewer than two non-empty inputs")
+    return [build.op(rw, "tosa.concat", parts, out, axis=axis)]

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from legalize.common import fused_activation, require_float, require_static, tensor_type
+from legalize.common import fused_activation, require_static, tensor_type
 from legalize.conv import FLOAT_ACC_TYPE, zero_points
-from legalize.elementwise import Elementwise, first_failure
 from legalize.registry import custom_op, pattern
 from legalize.shape import concat, fresh, pad_with, reshape_to, shape_of, slice_of, take_every
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i32
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 PADDINGS = {1: "SAME", 2: "VALID"}
 # TfLiteFusedActivation values that a pool's activation field may hold.
@@ -77,7 +77,7 @@ def _check_float(op: Op, rw: Rewriter, ranks: tuple[int, ...]) -> Failure | None
     if version != VERSIONS[code]:
         return Failure(f"{code} version {version}: only MediaPipe's version "
                        f"{VERSIONS[code]} definition is lowered")
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     shapes = [shape_of(v) for v in op.operands]

@@ -17,7 +17,7 @@ Lowered:
 Refused with a reason: BITCAST between different types (TOSA has no bit
 reinterpretation), CUSTOM (named by its custom code), CONCAT_EMBEDDINGS
 (TFLite has no kernel), HASHTABLE_LOOKUP, and resource-variable ops that the
-stateful pass (tfl2tosa/stateful.py) left in place.
+stateful pass (tfl2tosa/passes/resource_variables.py) left in place.
 """
 
 from __future__ import annotations
@@ -33,12 +33,11 @@ from legalize.common import (
     element,
     fused_activation,
     is_none,
-    require_float,
     require_static,
     tensor_type,
 )
 from legalize.conv import float_weights, require_float_activations
-from legalize.elementwise import Elementwise, first_failure
+from legalize.elementwise import first_failure
 from legalize.registry import known_custom_ops, pattern
 from legalize.shape import (
     MOVE_TYPES,
@@ -54,8 +53,9 @@ from legalize.shape import (
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i32, is_quantized, numpy_dtype
-from tfl2tosa.stateful import REASON_ATTR
+from tfl2tosa.passes.resource_variables import REASON_ATTR
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # ---------------------------------------------------------------------------
 # Constants computed at conversion time
@@ -107,7 +107,7 @@ def bucketize(op: Op, rw: Rewriter) -> list[Value] | Failure:
     the sorted float boundaries (kernels/bucketize.cc; int32 values compare as
     float). Computed as N - REDUCE_SUM(SELECT(GREATER(b, x), 1, 0)) along a new
     axis, counted in float (exact below 2^24 boundaries, and PRO-FP only)."""
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     x = op.operands[0]
@@ -150,21 +150,13 @@ def nudged_range(low: float, high: float, num_bits: int) -> tuple[np.float32, ..
     return (quant_min - zero_point) * scale, (quant_max - zero_point) * scale, scale
 
 
-def _round_half_up(e: Elementwise, x: Value) -> Value:
-    """round(x) for x >= 0, half away from zero, exactly: floor(x) + (frac >= 1/2),
-    the fraction x - floor(x) being exact in floating point."""
-    whole = e.floor(x)
-    up = e.greater_equal(e.sub(x, whole), e.like(0.5, x))
-    return e.select(up, e.add(whole, e.like(1.0, x)), whole)
-
-
 @pattern("tfl.fake_quant", types=("f32",))
 def fake_quant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """TFLite's FakeQuantizeArray: clamp to [nudged_min, nudged_max] (NaN gives
     nudged_min, as std::min/max there and CLAMP with nan_mode IGNORE), then
     round((x - nudged_min) * (1 / nudged_scale)) * nudged_scale + nudged_min in
     float32, rounding half away from zero."""
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     x = op.operands[0]
@@ -180,7 +172,8 @@ def fake_quant(op: Op, rw: Rewriter) -> list[Value] | Failure:
     e = Elementwise(rw, len(shape_of(x)))
     clamped = build.clamp(rw, x, float(nudged_min), float(nudged_max), nan_mode="IGNORE")
     shifted = e.sub(clamped, e.like(float(nudged_min), x))
-    levels = _round_half_up(e, e.mul(shifted, e.like(float(np.float32(1) / scale), x)))
+    scaled = e.mul(shifted, e.like(float(np.float32(1) / scale), x))
+    levels = e.round_half_away_non_negative(scaled)
     return [e.add(e.mul(levels, e.like(float(scale), x)), e.like(float(nudged_min), x))]
 
 
@@ -416,7 +409,7 @@ def reduce_window(op: Op, rw: Rewriter) -> list[Value] | Failure:
     strided reduction (kernels/reduce_window.cc), so float sums round alike.
     ALL / ANY on int32 (TFLite's kernel has no bool mode) work on x != 0 and
     give 0 / 1."""
-    failure = first_failure(require_float(op), require_static(op))
+    failure = require_static(op)
     if failure is not None:
         return failure
     x, init = op.operands[:2]
@@ -479,7 +472,7 @@ def _svdf_activation(rw: Rewriter, x: Value, name: str | None) -> Value | Failur
     return fused_activation(rw, x, name)
 
 
-@pattern("tfl.svdf", types=("f32",))
+@pattern("tfl.svdf", types=("f32",), weights=(1, 2))
 def svdf(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One SVDF step (kernels/internal/reference/svdf.h EvalFloatSVDF) from the
     state operand, which holds [batch, filters, memory] in TFLite's layout:
@@ -614,10 +607,10 @@ def no_lowering(op: Op, rw: Rewriter) -> Failure:
 @pattern("tfl.var_handle", "tfl.read_variable", "tfl.assign_variable", kind="any", types=())
 def resource_variable(op: Op, rw: Rewriter) -> Failure:
     """Resource-variable ops are lowered by the module pass
-    tfl2tosa.stateful.lower_resource_variables; one that reaches the
+    tfl2tosa.passes.resource_variables.lower_resource_variables; one that reaches the
     legalization is refused with the reason the pass recorded."""
     reason = op.attrs.get(REASON_ATTR)
     if reason is None:
         return Failure(f"{op.name}: resource variables are lowered to TOSA variables before "
-                       "legalization (tfl2tosa.stateful), which left this op")
+                       "legalization (tfl2tosa.passes.resource_variables), which left this op")
     return Failure(str(reason))

@@ -50,13 +50,13 @@ from collections.abc import Callable
 import numpy as np
 
 from legalize.common import constant_value, require_static, tensor_type
-from legalize.elementwise import Elementwise
 from legalize.registry import pattern
 from legalize.shape import concat, fresh, reshape_to, shape_of, slice_of
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import TensorType, f32, i1, i32
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # (scores, active, is_picked, iou) of one step -> the next (scores, active); all [R, N].
 Suppress = Callable[[Value, Value, Value, Value], tuple[Value, Value]]

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from legalize.activations import binary, float_operand, unary
-from legalize.common import scalar, tensor_type, with_fused_activation
+from legalize.common import require_static, tensor_type, with_fused_activation
 from legalize.conv import FLOAT_ACC_TYPE, zero_points
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import numpy_dtype
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 # TFLite's l2norm.cc hard-codes this epsilon for float.
 L2_NORM_EPSILON = 1e-6
@@ -23,18 +23,18 @@ def l2_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """x / max(sqrt(sum(x^2)), 1e-6) over the last axis (reference_ops::L2Normalization
     with l2norm.cc's epsilon), as x * RSQRT(MAXIMUM(sum, 1e-12)): the same
     value, since sqrt is monotonic, within TOSA's RSQRT precision."""
-    if (failure := float_operand(op)) is not None:
+    if (failure := require_static(op)) is not None:
         return failure
     x = op.operands[0]
     t = tensor_type(op.results[0])
     if not t.shape:
         return Failure("tfl.l2_normalization: rank-0 input")
     reduced = t.with_shape((*t.shape[:-1], 1))
-    squares = build.op(rw, "tosa.reduce_sum", [build.mul(rw, x, x)], reduced,
-                       axis=len(t.shape) - 1)
-    floor = scalar(rw, L2_NORM_EPSILON * L2_NORM_EPSILON, reduced.element, len(reduced.shape))
-    inverse_norm = unary(rw, "tosa.rsqrt", binary(rw, "tosa.maximum", squares, floor, reduced))
-    normalized = build.mul(rw, x, inverse_norm)
+    e = Elementwise(rw, len(t.shape))
+    squares = build.op(rw, "tosa.reduce_sum", [e.mul(x, x)], reduced, axis=len(t.shape) - 1)
+    floor = e.const(L2_NORM_EPSILON * L2_NORM_EPSILON, reduced.element)
+    inverse_norm = e.rsqrt(e.maximum(squares, floor))
+    normalized = e.mul(x, inverse_norm)
     return with_fused_activation(rw, op, normalized)
 
 
@@ -50,7 +50,7 @@ def local_response_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
     (channels along the width, padded r before and r - 1 after). POW needs a
     positive base: bias > 0 and alpha >= 0 guarantee it.
     """
-    if (failure := float_operand(op)) is not None:
+    if (failure := require_static(op)) is not None:
         return failure
     x = op.operands[0]
     t = tensor_type(op.results[0])
@@ -59,10 +59,11 @@ def local_response_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if beta != 0.0 and not (bias > 0.0 and alpha >= 0.0):
         return Failure("tfl.local_response_normalization: bias <= 0 or alpha < 0 can give "
                        "POW a base <= 0, which TOSA leaves unpredictable")
-    element, rank = t.element, len(t.shape)
+    element = t.element
+    e = Elementwise(rw, len(t.shape))
     rows = int(np.prod(t.shape[:-1], dtype=np.int64))
     channels = t.shape[-1]
-    squares = build.mul(rw, x, x)
+    squares = e.mul(x, x)
     if radius > 0:
         lanes = build.reshape(rw, squares, (1, rows, channels, 1))
         ones = build.const(rw, np.ones((1, 1, 2 * radius, 1), dtype=numpy_dtype(element)),
@@ -72,10 +73,7 @@ def local_response_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
                           t.with_shape((1, rows, channels, 1)), pad=[0, 0, radius, radius - 1],
                           stride=[1, 1], dilation=[1, 1], acc_type=FLOAT_ACC_TYPE)
         sum_of_squares = build.reshape(rw, window, t.shape)
-        base = binary(rw, "tosa.add", scalar(rw, bias, element, rank),
-                      build.mul(rw, scalar(rw, alpha, element, rank), sum_of_squares), t)
+        base = e.add(e.const(bias, element), e.mul(e.const(alpha, element), sum_of_squares))
     else:  # an empty window: the multiplier is bias ^ -beta everywhere
-        base = scalar(rw, bias, element, rank)
-    multiplier = build.op(rw, "tosa.pow", [base, scalar(rw, -beta, element, rank)],
-                          tensor_type(base))
-    return [build.mul(rw, x, multiplier, result_type=t)]
+        base = e.const(bias, element)
+    return [e.mul(x, e.pow(base, e.const(-beta, element)))]

@@ -12,19 +12,19 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.add': (
         ('legalize.elementwise', 'add'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.arith', 'add_int'),
-        ('legalize.integer.arith16', 'add_int16_pot'),
+        ('legalize.elementwise', 'add_int'),
+        ('legalize.elementwise', 'add_int16_pot'),
     ),
     'tfl.add_n': (
         ('legalize.elementwise', 'add_n'),
     ),
     'tfl.arg_max': (
-        ('legalize.integer.data', 'arg_max_min_int'),
         ('legalize.reduce', 'arg_max_min'),
+        ('legalize.reduce', 'arg_max_min_int'),
     ),
     'tfl.arg_min': (
-        ('legalize.integer.data', 'arg_max_min_int'),
         ('legalize.reduce', 'arg_max_min'),
+        ('legalize.reduce', 'arg_max_min_int'),
     ),
     'tfl.assign_variable': (
         ('legalize.misc', 'resource_variable'),
@@ -33,21 +33,21 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.elementwise', 'atan2'),
     ),
     'tfl.average_pool_2d': (
-        ('legalize.integer.pooling', 'average_pool_2d_int'),
-        ('legalize.integer.pooling', 'average_pool_2d_uint8'),
         ('legalize.pooling', 'average_pool_2d'),
+        ('legalize.pooling', 'average_pool_2d_int'),
+        ('legalize.pooling', 'average_pool_2d_uint8'),
     ),
     'tfl.batch_matmul': (
         ('legalize.hybrid', 'batch_matmul_hybrid'),
         ('legalize.conv', 'batch_matmul'),
-        ('legalize.integer.matmul', 'batch_matmul_int'),
+        ('legalize.conv', 'batch_matmul_int'),
     ),
     'tfl.batch_to_space_nd': (
         ('legalize.space_batch', 'batch_to_space_nd'),
     ),
     'tfl.bidirectional_sequence_lstm': (
         ('legalize.hybrid', 'bidirectional_sequence_lstm_hybrid'),
-        ('legalize.rnn', 'bidirectional_sequence_lstm'),
+        ('legalize.lstm', 'bidirectional_sequence_lstm'),
     ),
     'tfl.bidirectional_sequence_rnn': (
         ('legalize.hybrid', 'bidirectional_sequence_rnn_hybrid'),
@@ -88,13 +88,13 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.concatenation': (
         ('legalize.joining', 'concatenation'),
-        ('legalize.integer.data', 'concatenation_uint8'),
+        ('legalize.joining', 'concatenation_uint8'),
     ),
     'tfl.conv_2d': (
         ('legalize.hybrid', 'conv_2d_hybrid'),
         ('legalize.conv', 'conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.conv', 'conv_2d_int'),
+        ('legalize.conv', 'conv_2d_int'),
     ),
     'tfl.conv_3d': (
         ('legalize.conv', 'conv_3d'),
@@ -145,12 +145,12 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.hybrid', 'depthwise_conv_2d_hybrid'),
         ('legalize.conv', 'depthwise_conv_2d'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.conv', 'depthwise_conv_2d_int'),
+        ('legalize.conv', 'depthwise_conv_2d_int'),
     ),
     'tfl.dequantize': (
         ('legalize.casts', 'dequantize_float'),
         ('legalize.casts', 'dequantize_constant'),
-        ('legalize.integer.casts', 'dequantize_int'),
+        ('legalize.casts', 'dequantize_int'),
     ),
     'tfl.dilate': (
         ('legalize.misc', 'dilate'),
@@ -164,7 +164,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.elu': (
         ('legalize.activations', 'elu'),
-        ('legalize.integer.activations', 'elu_int8'),
+        ('legalize.activations', 'elu_int8'),
     ),
     'tfl.embedding_lookup': (
         ('legalize.hybrid', 'embedding_lookup_hybrid'),
@@ -175,11 +175,11 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.equal': (
         ('legalize.comparison', 'equal'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.exp': (
         ('legalize.elementwise', 'unary_math'),
-        ('legalize.integer.activations', 'exp_int'),
+        ('legalize.activations', 'exp_int'),
     ),
     'tfl.expand_dims': (
         ('legalize.shape', 'squeeze_expand_dims'),
@@ -204,7 +204,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.hybrid', 'fully_connected_blockwise_hybrid'),
         ('legalize.conv', 'fully_connected'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.conv', 'fully_connected_int'),
+        ('legalize.conv', 'fully_connected_int'),
     ),
     'tfl.gather': (
         ('legalize.gather', 'gather'),
@@ -214,19 +214,19 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.gelu': (
         ('legalize.activations', 'gelu'),
-        ('legalize.integer.activations', 'gelu_int'),
+        ('legalize.activations', 'gelu_int'),
     ),
     'tfl.greater': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.greater_equal': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.hard_swish': (
         ('legalize.activations', 'hard_swish'),
-        ('legalize.integer.activations', 'hard_swish_int8'),
+        ('legalize.activations', 'hard_swish_int8'),
     ),
     'tfl.hashtable': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -257,22 +257,22 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.leaky_relu': (
         ('legalize.activations', 'leaky_relu'),
-        ('legalize.integer.activations', 'leaky_relu_int'),
+        ('legalize.activations', 'leaky_relu_int'),
     ),
     'tfl.less': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.less_equal': (
         ('legalize.comparison', 'ordered_comparison'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.local_response_normalization': (
         ('legalize.normalization', 'local_response_normalization'),
     ),
     'tfl.log': (
         ('legalize.elementwise', 'unary_math'),
-        ('legalize.integer.activations', 'log_int'),
+        ('legalize.activations', 'log_int'),
     ),
     'tfl.log_softmax': (
         ('legalize.activations', 'log_softmax'),
@@ -288,15 +288,15 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.logistic': (
         ('legalize.activations', 'logistic'),
-        ('legalize.integer.activations', 'logistic_int'),
+        ('legalize.activations', 'logistic_int'),
     ),
     'tfl.lsh_projection': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
     ),
     'tfl.lstm': (
         ('legalize.hybrid', 'lstm_hybrid'),
-        ('legalize.integer.lstm', 'lstm_int8'),
-        ('legalize.rnn', 'lstm'),
+        ('legalize.lstm', 'lstm'),
+        ('legalize.lstm', 'lstm_int8'),
     ),
     'tfl.matrix_diag': (
         ('legalize.updates', 'matrix_diag'),
@@ -305,22 +305,22 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.updates', 'matrix_set_diag'),
     ),
     'tfl.max_pool_2d': (
-        ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.pooling', 'max_pool_2d_int'),
         ('legalize.pooling', 'max_pool_2d'),
+        ('legalize.integer.data', 'uint8_as_int8'),
+        ('legalize.pooling', 'max_pool_2d_int'),
     ),
     'tfl.maximum': (
         ('legalize.elementwise', 'maximum_minimum'),
-        ('legalize.integer.data', 'maximum_minimum_int'),
+        ('legalize.elementwise', 'maximum_minimum_int'),
     ),
     'tfl.mean': (
-        ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.reduce', 'mean_int'),
         ('legalize.reduce', 'mean'),
+        ('legalize.integer.data', 'uint8_as_int8'),
+        ('legalize.reduce', 'mean_int'),
     ),
     'tfl.minimum': (
         ('legalize.elementwise', 'maximum_minimum'),
-        ('legalize.integer.data', 'maximum_minimum_int'),
+        ('legalize.elementwise', 'maximum_minimum_int'),
     ),
     'tfl.mirror_pad': (
         ('legalize.padding', 'mirror_pad'),
@@ -328,7 +328,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.mul': (
         ('legalize.elementwise', 'mul'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.arith', 'mul_int'),
+        ('legalize.elementwise', 'mul_int'),
     ),
     'tfl.multinomial': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -344,7 +344,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.not_equal': (
         ('legalize.comparison', 'equal'),
-        ('legalize.integer.data', 'comparison_int'),
+        ('legalize.comparison', 'comparison_int'),
     ),
     'tfl.one_hot': (
         ('legalize.gather', 'one_hot'),
@@ -366,14 +366,14 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.prelu': (
         ('legalize.activations', 'prelu'),
-        ('legalize.integer.activations', 'prelu_int8'),
+        ('legalize.activations', 'prelu_int8'),
     ),
     'tfl.pseudo_const': (
         ('legalize.constants', 'const'),
     ),
     'tfl.quantize': (
         ('legalize.casts', 'quantize_float'),
-        ('legalize.integer.casts', 'quantize_int'),
+        ('legalize.casts', 'quantize_int'),
     ),
     'tfl.random_standard_normal': (
         ('legalize.unsupported', 'not_expressible_in_tosa'),
@@ -400,42 +400,42 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.reduce', 'reduce_any_all'),
     ),
     'tfl.reduce_max': (
-        ('legalize.integer.data', 'reduce_max_min_int'),
         ('legalize.reduce', 'reduce_max_min'),
+        ('legalize.reduce', 'reduce_max_min_int'),
     ),
     'tfl.reduce_min': (
-        ('legalize.integer.data', 'reduce_max_min_int'),
         ('legalize.reduce', 'reduce_max_min'),
+        ('legalize.reduce', 'reduce_max_min_int'),
     ),
     'tfl.reduce_prod': (
-        ('legalize.integer.reduce', 'reduce_prod_int'),
         ('legalize.reduce', 'reduce_prod'),
+        ('legalize.reduce', 'reduce_prod_int'),
     ),
     'tfl.reduce_window': (
         ('legalize.misc', 'reduce_window'),
     ),
     'tfl.relu': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_int'),
+        ('legalize.activations', 'relu_int'),
     ),
     'tfl.relu6': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_int'),
+        ('legalize.activations', 'relu_int'),
     ),
     'tfl.relu_0_to_1': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_unit_range_int'),
+        ('legalize.activations', 'relu_unit_range_int'),
     ),
     'tfl.relu_n1_to_1': (
         ('legalize.activations', 'relu'),
-        ('legalize.integer.activations', 'relu_unit_range_int'),
+        ('legalize.activations', 'relu_unit_range_int'),
     ),
     'tfl.reshape': (
         ('legalize.shape', 'reshape'),
     ),
     'tfl.resize_bilinear': (
-        ('legalize.integer.resize', 'resize_bilinear_int'),
         ('legalize.resize', 'resize_bilinear'),
+        ('legalize.resize', 'resize_bilinear_int'),
     ),
     'tfl.resize_nearest_neighbor': (
         ('legalize.resize', 'resize_nearest_neighbor'),
@@ -460,7 +460,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.rsqrt': (
         ('legalize.elementwise', 'unary_math'),
-        ('legalize.integer.activations', 'rsqrt_int'),
+        ('legalize.activations', 'rsqrt_int'),
     ),
     'tfl.scatter_nd': (
         ('legalize.gather', 'scatter_nd'),
@@ -494,8 +494,8 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.softmax': (
         ('legalize.activations', 'softmax'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.softmax', 'softmax_int8'),
-        ('legalize.integer.softmax', 'softmax_int16'),
+        ('legalize.activations', 'softmax_int8'),
+        ('legalize.activations', 'softmax_int16'),
     ),
     'tfl.space_to_batch_nd': (
         ('legalize.space_batch', 'space_to_batch_nd'),
@@ -520,7 +520,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.squared_difference': (
         ('legalize.elementwise', 'squared_difference'),
-        ('legalize.integer.data', 'squared_difference_int8'),
+        ('legalize.elementwise', 'squared_difference_int8'),
     ),
     'tfl.squeeze': (
         ('legalize.shape', 'squeeze_expand_dims'),
@@ -537,13 +537,13 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     'tfl.sub': (
         ('legalize.elementwise', 'sub'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.integer.arith', 'sub_int'),
-        ('legalize.integer.arith16', 'sub_int16_pot'),
+        ('legalize.elementwise', 'sub_int'),
+        ('legalize.elementwise', 'sub_int16_pot'),
     ),
     'tfl.sum': (
-        ('legalize.integer.reduce', 'sum_int'),
-        ('legalize.integer.reduce', 'sum_uint8'),
         ('legalize.reduce', 'sum_'),
+        ('legalize.reduce', 'sum_int'),
+        ('legalize.reduce', 'sum_uint8'),
     ),
     'tfl.svdf': (
         ('legalize.hybrid', 'svdf_hybrid'),
@@ -551,7 +551,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.tanh': (
         ('legalize.activations', 'tanh'),
-        ('legalize.integer.activations', 'tanh_int'),
+        ('legalize.activations', 'tanh_int'),
     ),
     'tfl.tile': (
         ('legalize.joining', 'tile'),
@@ -564,12 +564,12 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     'tfl.transpose_conv': (
         ('legalize.conv', 'transpose_conv'),
-        ('legalize.integer.matmul', 'transpose_conv_int'),
+        ('legalize.conv', 'transpose_conv_int'),
     ),
     'tfl.unidirectional_sequence_lstm': (
         ('legalize.hybrid', 'unidirectional_sequence_lstm_hybrid'),
-        ('legalize.integer.lstm', 'unidirectional_sequence_lstm_int8'),
-        ('legalize.rnn', 'unidirectional_sequence_lstm'),
+        ('legalize.lstm', 'unidirectional_sequence_lstm'),
+        ('legalize.lstm', 'unidirectional_sequence_lstm_int8'),
     ),
     'tfl.unidirectional_sequence_rnn': (
         ('legalize.hybrid', 'unidirectional_sequence_rnn_hybrid'),

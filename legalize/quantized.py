@@ -50,6 +50,7 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
 
 
 def dequantized_values(array: np.ndarray, element: ElementType) -> np.ndarray:
@@ -277,7 +278,7 @@ ROUNDING_POLICY: dict[str, str] = {
     # `std::round(acc * (s_in * s_w / s_out))`, not MultiplyByQuantizedMultiplier:
     # one rounding, which the 32-bit multiplier reproduces except for a product
     # that is an exact negative tie (TFLite rounds it away from zero, RESCALE up:
-    # the pattern moves those, legalize.integer.conv._ties_away_from_zero) or lies
+    # the pattern moves those, legalize.conv._ties_away_from_zero) or lies
     # within |result| * 2^-31 of a tie (where the double's 53 bits decide).
     "tfl.fully_connected": SINGLE_ROUND,
 }
@@ -289,7 +290,7 @@ ROUNDING_POLICY: dict[str, str] = {
 # (tests/test_legalize_integer_matmul.py, tests/test_legalize_integer.py), and so
 # does the 16x8 FULLY_CONNECTED, on ruy's int16 x int8 GEMM with an int32
 # accumulator, where TFLite takes it: zero zero points and no int64 bias
-# (legalize.integer.conv; tests/test_legalize_integer_fc_kernels.py).
+# (legalize.conv; tests/test_legalize_integer_fc_kernels.py).
 OPTIMIZED_ROUNDING: dict[tuple[str, int], str] = {
     ("tfl.fully_connected", 8): GEMM_ROUND,
     ("tfl.fully_connected", 16): GEMM_ROUND,
@@ -397,14 +398,10 @@ def left_shifted_as_tflite(rw: Rewriter, x: Value, left_shift: int) -> Value:
     RESCALE by the mantissa with shift 31 that completes it (its input range; any
     product beyond saturates int8/int16 either way, as the mantissa is at least
     2^29). TOSA: LOGICAL_LEFT_SHIFT (the same wrap), MAXIMUM, MINIMUM (no i32 CLAMP)."""
-    t = _tensor(x)
-
-    def scalar(value: int) -> Value:
-        return build.const(rw, np.full((1,) * len(t.shape), value, dtype=np.int32))
-
-    shifted = build.op(rw, "tosa.logical_left_shift", [x, scalar(left_shift % 32)], t)
-    bounded = build.op(rw, "tosa.maximum", [shifted, scalar(-(1 << 29))], t)
-    return build.op(rw, "tosa.minimum", [bounded, scalar(1 << 29)], t)
+    e = Elementwise(rw, len(_tensor(x).shape))
+    shifted = e.shift_left(x, left_shift % 32)
+    bounded = e.binary("tosa.maximum", shifted, -(1 << 29))
+    return e.binary("tosa.minimum", bounded, 1 << 29)
 
 
 def rescale_to_i32(rw: Rewriter, x: Value, scale: float = 1.0, input_zp: int | None = None,

@@ -3,12 +3,23 @@
 A pattern is a function `(op, rewriter) -> list[Value] | Failure | None` (see
 `tfl2tosa.ir.rewrite`). It is registered for one or more TFL op names with
 `@pattern("tfl.add", "tfl.sub")`; its label (the function name unless given)
-is what `--disable LABEL` switches off. `kind` says which path it is:
-"float" (f32/f16/bf16/i32/bool data), "integer" (quantized, bit exact with
-TFLite) or "any" (type-generic data movement). `types` declares which
-element-type columns of the coverage table the pattern serves (the README's
-table is generated from these declarations). Patterns are tried in the
-order a full import registers them; the first that returns values wins.
+is what `--disable LABEL` switches off. `kind` declares which ops it lowers,
+and the driver hands it no other (`serves`):
+
+- "float": ops on float32/float16/bfloat16/int32/bool data, with no quantized
+  tensor; with `weights` (operand indices) also ops whose only quantized
+  tensors are constants at those operands, which it dequantizes at conversion;
+- "integer": ops with quantized tensors, in integer arithmetic bit exact with
+  TFLite (`types` names the storage types it serves);
+- "hybrid": ops whose only quantized tensors are constant weights, computed as
+  TFLite's hybrid (dynamic-range) kernels do;
+- "any": every op (type-generic data movement).
+
+`types` declares which element-type columns of the coverage table the pattern
+serves (the README's table is generated from these declarations). An op's
+patterns are tried by kind (`KINDS`), then in the order of their family
+modules in `legalize.MODULES`, then in source order; the first that returns
+values wins. Order matters only between patterns that serve the same op.
 
 Custom ops (TFLite's CUSTOM operator, told apart by its custom code) are
 registered under `custom_op("Code")`, i.e. `tfl.custom:Code`, beside the
@@ -35,9 +46,10 @@ from tfl2tosa.ir.rewrite import Pattern
 class Registered:
     fn: Pattern
     label: str
-    kind: str  # "float" | "integer" | "any"
+    kind: str  # "float" | "integer" | "hybrid" | "any"
     op_names: tuple[str, ...]
     types: tuple[str, ...]
+    weights: tuple[int, ...] = ()  # operands a float pattern takes as quantized constants
 
 
 # Coverage-table columns: float32, float16, int32, bool; int8, uint8, int16x8;
@@ -45,7 +57,7 @@ class Registered:
 FLOAT_COLUMNS = ("f32", "f16", "i32", "bool")
 QUANTIZED_COLUMNS = ("i8", "u8", "i16")
 WEIGHT_COLUMNS = ("i4",)
-DEFAULT_TYPES = {"float": ("f32", "f16"), "integer": ("i8", "u8"),
+DEFAULT_TYPES = {"float": ("f32", "f16"), "integer": ("i8", "u8"), "hybrid": ("f32",),
                  "any": FLOAT_COLUMNS + QUANTIZED_COLUMNS}
 
 
@@ -54,14 +66,31 @@ LABELS: dict[str, Registered] = {}
 # op name -> its patterns in the order they are tried, worked out once per op
 # (every op of every model asks); registering a pattern starts it afresh.
 _ORDERED: dict[str, list[Registered]] = {}
-KINDS = ("float", "integer", "any")
+# The kinds in the order their patterns are tried where several serve one op:
+# TFLite's hybrid arithmetic before the float lowering of dequantized weights,
+# type-generic data movement before the integer patterns (the uint8 wrappers
+# come first among those: `legalize.integer.data` leads the module list).
+KINDS = ("hybrid", "float", "any", "integer")
+
+
+def try_order(entry: Registered, module_rank: dict[str, int]) -> tuple[int, int]:
+    """Where `entry` stands among an op's patterns: by kind, then by its
+    module's place in `module_rank` (then, the sort being stable, by source order)."""
+    return KINDS.index(entry.kind), module_rank[entry.fn.__module__]
 
 
 def pattern(*op_names: str, kind: str = "float", label: str | None = None,
-            types: tuple[str, ...] | None = None) -> Callable[[Pattern], Pattern]:
-    """Register `fn` as a lowering of each of `op_names` (`tfl.xxx`)."""
+            types: tuple[str, ...] | None = None,
+            weights: tuple[int, ...] = ()) -> Callable[[Pattern], Pattern]:
+    """Register `fn` as a lowering of each of `op_names` (`tfl.xxx`).
+
+    A function may be registered more than once, under other labels and
+    kinds, when one lowering serves both paths (a label per path, as the
+    conversion report names them)."""
     if kind not in KINDS:
         raise ValueError(f"pattern kind must be one of {KINDS}, not {kind!r}")
+    if weights and kind != "float":
+        raise ValueError("only a float pattern declares quantized constant weights")
     types = DEFAULT_TYPES[kind] if types is None else tuple(types)
     unknown = set(types) - set(FLOAT_COLUMNS + QUANTIZED_COLUMNS + WEIGHT_COLUMNS)
     if unknown:
@@ -71,7 +100,7 @@ def pattern(*op_names: str, kind: str = "float", label: str | None = None,
         name = label or fn.__name__
         if name in LABELS:
             raise RuntimeError(f"two patterns labelled {name!r}")
-        entry = Registered(fn, name, kind, tuple(op_names), types)
+        entry = Registered(fn, name, kind, tuple(op_names), types, tuple(weights))
         LABELS[name] = entry
         for op_name in op_names:
             PATTERNS.setdefault(op_name, []).append(entry)

@@ -1,29 +1,23 @@
 """Patterns for TFL recurrent ops, unrolled over their static sequence length:
-UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM, LSTM,
-UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN, RNN; and the
-`tfl.variable` state tensors they start from.
+UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN, RNN, and the
+`tfl.variable` state tensors they start from; and the unrolling that they and
+the float LSTMs of legalize.lstm share (a direction's weights, its input
+products, the step loop).
 
 The arithmetic follows TFLite's float kernels step by step
-(kernels/lstm_eval.cc `LstmStepFloat`, kernels/internal/kernel_utils.cc
-`RnnBatchStep`):
+(kernels/internal/kernel_utils.cc `RnnBatchStep`; the LSTM step is
+legalize.lstm's):
 
-    gate   = bias + W_x x_t + W_h h_(t-1)  [+ w_c * c for peephole i, f]
-             (layer norm: normalize(W_x x_t + W_h h_(t-1) [+ peephole]) * ln + bias)
-    i, f   = sigmoid(gate_i), sigmoid(gate_f)      (CIFG: i = 1 - f)
-    g      = act(gate_g)                           (act: fused_activation_function)
-    c_t    = clip(f * c_(t-1) + g * i, cell_clip)  (clip only when cell_clip > 0)
-    o      = sigmoid(gate_o [+ w_co * c_t])
-    h_t    = o * act(c_t), then projection: clip(P h_t + p_bias, proj_clip)
-    RNN:     h_t = act(bias + W_x x_t + W_h h_(t-1))
+    h_t = act(bias + W_x x_t + W_h h_(t-1))
 
 The input products of all time steps are one MATMUL (bias added there, as
 TFLite starts each gate from its bias); each step adds one recurrent MATMUL
-of the four gates' stacked weights and slices the gates apart. A weight
+of the gates' stacked weights and slices the gates apart. A weight
 matrix [rows, cols] is used transposed, as MATMUL's [1, cols, rows] operand
 (folded at conversion time when constant). Quantized constant weights
 (dynamic-range models) are dequantized at conversion time, or, for the
 hybrid patterns of legalize.hybrid, the products are TFLite's hybrid ones:
-input and state rows quantized at run time, int8 MATMULs (`_product`).
+input and state rows quantized at run time, int8 MATMULs (`direction_product`).
 
 State: TFLite keeps the output and cell state in variable tensors that its
 kernels overwrite, so a TFLite interpreter carries the state from one
@@ -35,7 +29,7 @@ ResetVariableTensors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,7 +39,6 @@ from legalize.common import (
     fused_activation,
     is_none,
     require_static,
-    scalar,
     tensor_type,
 )
 from legalize.conv import require_float_activations
@@ -73,17 +66,17 @@ def activation(rw: Rewriter, x: Value, name: str | None) -> Value | Failure:
     return fused_activation(rw, x, name)
 
 
-def _add(rw: Rewriter, a: Value, b: Value) -> Value:
+def broadcast_add(rw: Rewriter, a: Value, b: Value) -> Value:
     shape = tuple(max(p, q) for p, q in zip(tensor_type(a).shape, tensor_type(b).shape))
     return build.op(rw, "tosa.add", [a, b], tensor_type(a).with_shape(shape))
 
 
-def _sub(rw: Rewriter, a: Value, b: Value) -> Value:
+def broadcast_sub(rw: Rewriter, a: Value, b: Value) -> Value:
     shape = tuple(max(p, q) for p, q in zip(tensor_type(a).shape, tensor_type(b).shape))
     return build.op(rw, "tosa.sub", [a, b], tensor_type(a).with_shape(shape))
 
 
-def _clip(rw: Rewriter, x: Value, bound: float) -> Value:
+def clip_vector(rw: Rewriter, x: Value, bound: float) -> Value:
     """TFLite's ClipVector when the bound is positive (a bound of 0 means off)."""
     return build.clamp(rw, x, -bound, bound) if bound > 0 else x
 
@@ -97,7 +90,7 @@ def _matmul(rw: Rewriter, a: Value, b: Value) -> Value:
                     TensorType((1, m, n), elem))
 
 
-def _product(rw: Rewriter, d: Direction, name: str, x: Value) -> Value:
+def direction_product(rw: Rewriter, d: Direction, name: str, x: Value) -> Value:
     """x [1, M, K] times the direction's weights `name` ("input_weights",
     "recurrent_weights" or "projection"): a float MATMUL, or TFLite's hybrid
     product (legalize.hybrid) when the direction emulates the hybrid kernel."""
@@ -111,7 +104,7 @@ def _product(rw: Rewriter, d: Direction, name: str, x: Value) -> Value:
     return build.reshape(rw, rows, (1, m, values.shape[1]))
 
 
-def _gate_slice(rw: Rewriter, gates: Value, index: int, width: int) -> Value:
+def gate_slice(rw: Rewriter, gates: Value, index: int, width: int) -> Value:
     rows = tensor_type(gates).shape[1]
     return build.slice(rw, gates, [0, 0, index * width], [1, rows, width])
 
@@ -183,34 +176,6 @@ def initial_state(rw: Rewriter, value: Value, batch: int, width: int,
 # One direction of an LSTM or RNN, as weights ready for the step loop
 
 
-_LSTM_GATES = ("input", "forget", "cell", "output")
-
-
-@dataclass(frozen=True)
-class LstmLayout:
-    """Operand indices of one direction of an LSTM op (gates in TFLite's i, f, c, o order)."""
-
-    input_weights: tuple[int, int, int, int]
-    recurrent_weights: tuple[int, int, int, int]
-    peephole: tuple[int, int, int]            # cell_to_input, _forget, _output
-    bias: tuple[int, int, int, int]
-    projection_weights: int
-    projection_bias: int
-    output_state: int
-    cell_state: int
-    layer_norm: tuple[int, int, int, int] | None
-
-
-# kernels/lstm_shared.h (UNIDIRECTIONAL_SEQUENCE_LSTM, LSTM full kernel).
-LSTM = LstmLayout((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15), 16, 17, 18, 19,
-                  (20, 21, 22, 23))
-# kernels/bidirectional_sequence_lstm.cc: forward 1-17, backward 18-34, states 35-38.
-LSTM_FORWARD = LstmLayout((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15), 16, 17,
-                          35, 36, None)
-LSTM_BACKWARD = LstmLayout((18, 19, 20, 21), (22, 23, 24, 25), (26, 27, 28), (29, 30, 31, 32),
-                           33, 34, 37, 38, None)
-
-
 @dataclass
 class Direction:
     """One direction's weights as TOSA values.
@@ -239,59 +204,21 @@ class Direction:
     asymmetric: bool = False
 
 
-def _present(op: Op, index: int) -> bool:
+# One time step of a direction: (rw, op, d, input product, h_(t-1), c_(t-1) or None)
+# -> (h_t, c_t or None).
+Step = Callable[[Rewriter, Op, Direction, Value, Value, "Value | None"],
+                "tuple[Value, Value | None] | Failure"]
+
+
+def present(op: Op, index: int) -> bool:
     return index < len(op.operands) and not is_none(op.operands[index])
 
 
-def _vector_operand(rw: Rewriter, op: Op, index: int, elem: ElementType) -> Value | Failure:
+def vector_operand(rw: Rewriter, op: Op, index: int, elem: ElementType) -> Value | Failure:
     return vector(rw, [op.operands[index]], elem)
 
 
-def lstm_direction(rw: Rewriter, op: Op, layout: LstmLayout, batch: int,
-                   elem: ElementType) -> Direction | Failure:
-    """The weights of one LSTM direction; CIFG (no input gate), peephole,
-    projection and layer norm variants are recognized by their present operands."""
-    cifg = not _present(op, layout.input_weights[0])
-    gates = _LSTM_GATES[1:] if cifg else _LSTM_GATES
-    first = 1 if cifg else 0
-    input_ops = [op.operands[i] for i in layout.input_weights[first:]]
-    recurrent_ops = [op.operands[i] for i in layout.recurrent_weights[first:]]
-    width, output_width = tensor_type(recurrent_ops[0]).shape
-    layer_norm = layout.layer_norm is not None and _present(op, layout.layer_norm[1])
-    parts: dict[str, object] = {
-        "input_weights": stacked_transposed(rw, input_ops, elem),
-        "recurrent_weights": stacked_transposed(rw, recurrent_ops, elem),
-        "h0": initial_state(rw, op.operands[layout.output_state], batch, output_width, elem),
-        "c0": initial_state(rw, op.operands[layout.cell_state], batch, width, elem),
-    }
-    bias_ops = [op.operands[i] for i in layout.bias[first:]]
-    if layer_norm:
-        parts["bias"] = None
-        norms = layout.layer_norm[first:]  # type: ignore[index]
-        parts["layer_norm"] = {g: _vector_operand(rw, op, i, elem) for g, i in zip(gates, norms)}
-        parts["gate_bias"] = {g: vector(rw, [b], elem) for g, b in zip(gates, bias_ops)}
-    else:
-        parts["bias"] = vector(rw, bias_ops, elem)
-    if _present(op, layout.peephole[2]):
-        peephole_gates = ("forget", "output") if cifg else ("input", "forget", "output")
-        indices = layout.peephole[1:] if cifg else layout.peephole
-        parts["peephole"] = {g: _vector_operand(rw, op, i, elem)
-                             for g, i in zip(peephole_gates, indices)}
-    if _present(op, layout.projection_weights):
-        parts["projection"] = stacked_transposed(rw, [op.operands[layout.projection_weights]],
-                                                 elem)
-        if _present(op, layout.projection_bias):
-            parts["projection_bias"] = _vector_operand(rw, op, layout.projection_bias, elem)
-    elif output_width != width:
-        return Failure(f"{op.name}: output size {output_width} differs from cell size "
-                       f"{width} without projection weights")
-    for value in _flatten(parts.values()):
-        if isinstance(value, Failure):
-            return Failure(f"{op.name}: {value.reason}")
-    return Direction(gates, width, output_width, **parts)  # type: ignore[arg-type]
-
-
-def _flatten(values: object) -> list[object]:
+def flatten_parts(values: object) -> list[object]:
     flat: list[object] = []
     for value in values:  # type: ignore[attr-defined]
         flat.extend(value.values() if isinstance(value, dict) else [value])
@@ -326,9 +253,9 @@ def input_products(rw: Rewriter, x: Value, direction: Direction,
     shape = tensor_type(x).shape
     columns = tensor_type(direction.input_weights).shape[2]
     flat = build.reshape(rw, x, (1, shape[0] * shape[1], shape[2]))
-    products = _product(rw, direction, "input_weights", flat)
+    products = direction_product(rw, direction, "input_weights", flat)
     if direction.bias is not None:
-        products = _add(rw, products, direction.bias)
+        products = broadcast_add(rw, products, direction.bias)
     products = build.reshape(rw, products, (shape[0], shape[1], columns))
     return split_steps(rw, products, time_major)
 
@@ -349,82 +276,18 @@ def split_steps(rw: Rewriter, values: Value, time_major: bool) -> list[Value]:
     return per_step
 
 
-def mean_stddev_normalization(rw: Rewriter, x: Value) -> Value:
-    """TFLite's MeanStddevNormalization over the last axis:
-    (x - mean) / sqrt(mean((x - mean)^2) + 1e-8), the division as RSQRT."""
-    t = tensor_type(x)
-    rank, size = len(t.shape), t.shape[-1]
-    reduced = t.with_shape((*t.shape[:-1], 1))
-    inverse_size = scalar(rw, 1.0 / size, t.element, rank)
-    total = build.op(rw, "tosa.reduce_sum", [x], reduced, axis=rank - 1)
-    diff = _sub(rw, x, build.mul(rw, total, inverse_size))
-    squares = build.op(rw, "tosa.reduce_sum", [build.mul(rw, diff, diff)], reduced,
-                       axis=rank - 1)
-    variance = build.mul(rw, squares, inverse_size)
-    epsilon = scalar(rw, 1e-8, t.element, rank)
-    scale = build.op(rw, "tosa.rsqrt", [_add(rw, variance, epsilon)], reduced)
-    return build.mul(rw, diff, scale, result_type=t)
-
-
-def _gate(rw: Rewriter, d: Direction, gates: Value, name: str, cell: Value | None,
-          act: str | None) -> Value | Failure:
-    """One gate's pre-activation (peephole, layer norm) through its activation."""
-    value = _gate_slice(rw, gates, d.gates.index(name), d.width)
-    if d.peephole is not None and name in d.peephole and cell is not None:
-        value = _add(rw, value, build.mul(rw, d.peephole[name], cell,
-                                          result_type=tensor_type(value)))
-    if d.layer_norm is not None:
-        normalized = mean_stddev_normalization(rw, value)
-        scaled = build.mul(rw, normalized, d.layer_norm[name], result_type=tensor_type(value))
-        value = _add(rw, scaled, d.gate_bias[name])  # type: ignore[index]
-    return activation(rw, value, act)
-
-
-def lstm_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
-              c: Value) -> tuple[Value, Value] | Failure:
-    """One LstmStepFloat: returns (h_t, c_t), both [1, batch, width]."""
-    act = op.attrs.get("fused_activation_function", "TANH")
-    gates = _add(rw, product, _product(rw, d, "recurrent_weights", h))
-    forget = _gate(rw, d, gates, "forget", c, "SIGMOID")
-    candidate = _gate(rw, d, gates, "cell", None, act)
-    if "input" in d.gates:
-        input_gate = _gate(rw, d, gates, "input", c, "SIGMOID")
-    elif not isinstance(forget, Failure):
-        one = scalar(rw, 1.0, tensor_type(forget).element, 3)
-        input_gate = _sub(rw, one, forget)
-    else:
-        input_gate = forget
-    for value in (forget, candidate, input_gate):
-        if isinstance(value, Failure):
-            return value
-    cell = _add(rw, build.mul(rw, forget, c), build.mul(rw, candidate, input_gate))
-    cell = _clip(rw, cell, float(op.attrs.get("cell_clip", 0.0)))
-    output_gate = _gate(rw, d, gates, "output", cell, "SIGMOID")
-    squashed = activation(rw, cell, act)
-    if isinstance(output_gate, Failure) or isinstance(squashed, Failure):
-        return output_gate if isinstance(output_gate, Failure) else squashed
-    hidden = build.mul(rw, output_gate, squashed)
-    if d.projection is not None:
-        hidden = _product(rw, d, "projection", hidden)
-        if d.projection_bias is not None:
-            hidden = _add(rw, hidden, d.projection_bias)
-        hidden = _clip(rw, hidden, float(op.attrs.get("proj_clip", 0.0)))
-    return hidden, cell
-
-
 def rnn_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
              c: Value | None) -> tuple[Value, None] | Failure:
     """One RnnBatchStep: h_t = act(bias + W_x x_t + W_h h_(t-1))."""
-    total = _add(rw, product, _product(rw, d, "recurrent_weights", h))
+    total = broadcast_add(rw, product, direction_product(rw, d, "recurrent_weights", h))
     hidden = activation(rw, total, op.attrs.get("fused_activation_function"))
     return hidden if isinstance(hidden, Failure) else (hidden, None)
 
 
-def unroll(rw: Rewriter, op: Op, d: Direction, products: list[Value],
+def unroll(rw: Rewriter, op: Op, d: Direction, step: Step, products: list[Value],
            reverse: bool = False) -> list[Value] | Failure:
     """Every step's output h_t ([1, batch, output_width]) in time order; a
     reverse direction walks the steps from the last, as TFLite's backward cell."""
-    step = rnn_step if d.c0 is None else lstm_step
     h, c = d.h0, d.c0
     outputs = []
     for product in (reversed(products) if reverse else products):
@@ -450,22 +313,23 @@ def sequence(rw: Rewriter, outputs: list[Value], time_major: bool) -> Value:
     return build.transpose(rw, stacked, (1, 0, 2))
 
 
-def unrolled_sequence(rw: Rewriter, op: Op, d: Direction, x: Value, time_major: bool,
-                      reverse: bool = False) -> Value | Failure:
+def unrolled_sequence(rw: Rewriter, op: Op, d: Direction, step: Step, x: Value,
+                      time_major: bool, reverse: bool = False) -> Value | Failure:
     """`d` unrolled over the time steps of the sequence `x`, its outputs stacked
     back into a sequence of the same layout."""
-    outputs = unroll(rw, op, d, input_products(rw, x, d, time_major), reverse)
+    outputs = unroll(rw, op, d, step, input_products(rw, x, d, time_major), reverse)
     if isinstance(outputs, Failure):
         return outputs
     return sequence(rw, outputs, time_major)
 
 
-def single_step(rw: Rewriter, op: Op, d: Direction, x: Value) -> list[Value] | Failure:
+def single_step(rw: Rewriter, op: Op, d: Direction, step: Step, x: Value
+                ) -> list[Value] | Failure:
     """`d` on one [batch, input] step (a time-major sequence of length 1),
     reshaped to the op's result."""
     batch, width = tensor_type(x).shape
     step_input = build.reshape(rw, x, (1, batch, width))
-    outputs = unroll(rw, op, d, input_products(rw, step_input, d, time_major=True))
+    outputs = unroll(rw, op, d, step, input_products(rw, step_input, d, time_major=True))
     if isinstance(outputs, Failure):
         return outputs
     return [build.reshape(rw, outputs[0], tensor_type(op.results[0]).shape)]
@@ -481,7 +345,7 @@ def _concat_last(rw: Rewriter, a: Value, b: Value) -> Value:
 # Checks shared by the patterns
 
 
-def _float_sequence_op(op: Op, weight_indices: Sequence[int]) -> Failure | None:
+def float_sequence_op(op: Op, weight_indices: Sequence[int]) -> Failure | None:
     failure = require_float_activations(op, weights=weight_indices)
     if failure is not None:
         return failure
@@ -493,25 +357,24 @@ def _float_sequence_op(op: Op, weight_indices: Sequence[int]) -> Failure | None:
     return None
 
 
-def _no_aux_input(op: Op, index: int) -> Failure | None:
-    if _present(op, index):
+def no_aux_input(op: Op, index: int) -> Failure | None:
+    if present(op, index):
         return Failure(f"{op.name}: an auxiliary input (stacked bidirectional layers) is "
                        "not supported")
     return None
 
 
-def _steps_and_batch(x: Value, time_major: bool) -> tuple[int, int]:
+def steps_and_batch(x: Value, time_major: bool) -> tuple[int, int]:
     shape = tensor_type(x).shape
     return (shape[0], shape[1]) if time_major else (shape[1], shape[0])
 
 
-def _result_element(op: Op) -> ElementType:
+def result_element(op: Op) -> ElementType:
     return tensor_type(op.results[0]).element
 
 
 # Operand indices that may hold (quantized, constant) weights, per op.
-_LSTM_WEIGHTS = tuple(i for i in range(1, 18)) + (20, 21, 22, 23)
-_BIDI_LSTM_WEIGHTS = tuple(range(1, 35)) + tuple(range(40, 48))
+_BIDI_RNN_WEIGHTS = (1, 2, 3, 5, 6, 7, 10, 11)
 
 
 # ---------------------------------------------------------------------------
@@ -533,101 +396,13 @@ def emulating(op: Op, d: Direction, weights: dict[str, Sequence[int]]) -> Direct
                    asymmetric=bool(op.attrs.get("asymmetric_quantize_inputs", False)))
 
 
-def _lstm_products(op: Op, layout: LstmLayout) -> dict[str, Sequence[int]]:
-    """The weight operands of an LSTM direction's products (no input gate: CIFG)."""
-    first = 0 if _present(op, layout.input_weights[0]) else 1
-    weights: dict[str, Sequence[int]] = {"input_weights": layout.input_weights[first:],
-                                         "recurrent_weights": layout.recurrent_weights[first:]}
-    if _present(op, layout.projection_weights):
-        weights["projection"] = (layout.projection_weights,)
-    return weights
-
-
-def _direction(op: Op, d: Direction | Failure, weights: dict[str, Sequence[int]],
-               emulate: bool) -> Direction | Failure:
+def maybe_emulating(op: Op, d: Direction | Failure, weights: dict[str, Sequence[int]],
+                    emulate: bool) -> Direction | Failure:
+    """`d`, with TFLite's hybrid products when `emulate`."""
     return emulating(op, d, weights) if emulate and not isinstance(d, Failure) else d
 
 
-@pattern("tfl.unidirectional_sequence_lstm", types=("f32",))
-def unidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """The LSTM unrolled over the time axis (see the module docstring)."""
-    return lower_unidirectional_lstm(op, rw, emulate=False)
-
-
-def lower_unidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
-    failure = _float_sequence_op(op, _LSTM_WEIGHTS)
-    if failure is not None:
-        return failure
-    if op.attrs.get("diagonal_recurrent_tensors"):
-        return Failure(f"{op.name}: diagonal recurrent weights are not supported")
-    if len(op.results) != 1:
-        return Failure(f"{op.name}: {len(op.results)} results (only the output is supported)")
-    x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
-    _, batch = _steps_and_batch(x, time_major)
-    d = _direction(op, lstm_direction(rw, op, LSTM, batch, _result_element(op)),
-                   _lstm_products(op, LSTM), emulate)
-    if isinstance(d, Failure):
-        return d
-    output = unrolled_sequence(rw, op, d, x, time_major)
-    return output if isinstance(output, Failure) else [output]
-
-
-@pattern("tfl.lstm", types=("f32",))
-def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """One LSTM step on [batch, input]: the sequence lowering with one time step."""
-    return lower_lstm(op, rw, emulate=False)
-
-
-def lower_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
-    failure = require_float_activations(op, weights=_LSTM_WEIGHTS)
-    if failure is not None:
-        return failure
-    if op.attrs.get("kernel_type", "FULL") != "FULL":
-        return Failure(f"{op.name}: the {op.attrs['kernel_type']} kernel is not supported")
-    x = op.operands[0]
-    shape = tensor_type(x).shape
-    d = _direction(op, lstm_direction(rw, op, LSTM, shape[0], _result_element(op)),
-                   _lstm_products(op, LSTM), emulate)
-    if isinstance(d, Failure):
-        return d
-    return single_step(rw, op, d, x)
-
-
-@pattern("tfl.bidirectional_sequence_lstm", types=("f32",))
-def bidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """Forward and backward LSTMs over the same input; the backward one walks
-    the steps from the last and writes each output at its own time step.
-    merge_outputs concatenates them along the feature axis.
-
-    With batch-major input, merge_outputs and batch > 1, TFLite's float kernel
-    offsets each batch row's state by the merged output's row stride
-    (lstm_eval.cc EvalFloat, `b * output_batch_leading_dim`) and so reads past
-    its state tensor; this lowering computes the LSTM as defined instead.
-    """
-    return lower_bidirectional_lstm(op, rw, emulate=False)
-
-
-def lower_bidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
-    for failure in (_float_sequence_op(op, _BIDI_LSTM_WEIGHTS), _no_aux_input(op, 39)):
-        if failure is not None:
-            return failure
-    x, time_major = op.operands[0], bool(op.attrs.get("time_major", True))
-    _, batch = _steps_and_batch(x, time_major)
-    elem = _result_element(op)
-    results = []
-    for layout, reverse in ((LSTM_FORWARD, False), (LSTM_BACKWARD, True)):
-        d = _direction(op, lstm_direction(rw, op, layout, batch, elem),
-                       _lstm_products(op, layout), emulate)
-        if isinstance(d, Failure):
-            return d
-        output = unrolled_sequence(rw, op, d, x, time_major, reverse)
-        if isinstance(output, Failure):
-            return output
-        results.append(output)
-    return _bidirectional_results(rw, op, results)
-
-
-def _bidirectional_results(rw: Rewriter, op: Op, results: list[Value]) -> list[Value] | Failure:
+def bidirectional_results(rw: Rewriter, op: Op, results: list[Value]) -> list[Value] | Failure:
     if op.attrs.get("merge_outputs", False):
         if len(op.results) != 1:
             return Failure(f"{op.name}: merge_outputs with {len(op.results)} results")
@@ -637,27 +412,27 @@ def _bidirectional_results(rw: Rewriter, op: Op, results: list[Value]) -> list[V
     return results
 
 
-@pattern("tfl.unidirectional_sequence_rnn", types=("f32",))
+@pattern("tfl.unidirectional_sequence_rnn", types=("f32",), weights=(1, 2, 3))
 def unidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """The RNN cell unrolled over the time axis."""
     return lower_unidirectional_rnn(op, rw, emulate=False)
 
 
 def lower_unidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
-    failure = _float_sequence_op(op, (1, 2, 3))
+    failure = float_sequence_op(op, (1, 2, 3))
     if failure is not None:
         return failure
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
-    _, batch = _steps_and_batch(x, time_major)
-    d = _direction(op, rnn_direction(rw, op, (1, 2, 3, 4), batch, _result_element(op)),
+    _, batch = steps_and_batch(x, time_major)
+    d = maybe_emulating(op, rnn_direction(rw, op, (1, 2, 3, 4), batch, result_element(op)),
                    {"input_weights": (1,), "recurrent_weights": (2,)}, emulate)
     if isinstance(d, Failure):
         return d
-    output = unrolled_sequence(rw, op, d, x, time_major)
+    output = unrolled_sequence(rw, op, d, rnn_step, x, time_major)
     return output if isinstance(output, Failure) else [output]
 
 
-@pattern("tfl.rnn", types=("f32",))
+@pattern("tfl.rnn", types=("f32",), weights=(1, 2, 3))
 def rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """One RNN step on [batch, input]."""
     failure = require_float_activations(op, weights=(1, 2, 3))
@@ -667,13 +442,14 @@ def rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     shape = tensor_type(x).shape
     if len(shape) != 2:
         return Failure(f"{op.name}: input must be [batch, input]")
-    d = rnn_direction(rw, op, (1, 2, 3, 4), shape[0], _result_element(op))
+    d = rnn_direction(rw, op, (1, 2, 3, 4), shape[0], result_element(op))
     if isinstance(d, Failure):
         return d
-    return single_step(rw, op, d, x)
+    return single_step(rw, op, d, rnn_step, x)
 
 
-@pattern("tfl.bidirectional_sequence_rnn", types=("f32",))
+@pattern("tfl.bidirectional_sequence_rnn", types=("f32",),
+         weights=_BIDI_RNN_WEIGHTS)
 def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """Forward and backward RNNs over the same input (kernels/
     bidirectional_sequence_rnn.cc: forward 1-4, backward 5-8, aux input 9)."""
@@ -681,24 +457,24 @@ def bidirectional_sequence_rnn(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 
 def lower_bidirectional_rnn(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
-    for failure in (_float_sequence_op(op, (1, 2, 3, 5, 6, 7, 10, 11)), _no_aux_input(op, 9)):
+    for failure in (float_sequence_op(op, _BIDI_RNN_WEIGHTS), no_aux_input(op, 9)):
         if failure is not None:
             return failure
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
-    _, batch = _steps_and_batch(x, time_major)
-    elem = _result_element(op)
+    _, batch = steps_and_batch(x, time_major)
+    elem = result_element(op)
     results = []
     for indices, reverse in (((1, 2, 3, 4), False), ((5, 6, 7, 8), True)):
-        d = _direction(op, rnn_direction(rw, op, indices, batch, elem),
+        d = maybe_emulating(op, rnn_direction(rw, op, indices, batch, elem),
                        {"input_weights": indices[:1], "recurrent_weights": indices[1:2]},
                        emulate)
         if isinstance(d, Failure):
             return d
-        output = unrolled_sequence(rw, op, d, x, time_major, reverse)
+        output = unrolled_sequence(rw, op, d, rnn_step, x, time_major, reverse)
         if isinstance(output, Failure):
             return output
         results.append(output)
-    return _bidirectional_results(rw, op, results)
+    return bidirectional_results(rw, op, results)
 
 
 @pattern("tfl.variable", kind="any", types=("f32", "f16", "i8", "i16"))

@@ -40,7 +40,7 @@ def compile(model: Graph | Module | str | os.PathLike | bytes) -> CompiledModel:
 
     # Reading and compiling make thousands of small objects that all stay alive:
     # the collector's passes over them (and over the rest of the process's heap)
-    # find nothing to free, and cost 10-20% of the time.
+    # find nothing to free, and cost a noticeable share of the time.
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tfl2tosa.errors import SpecErrorIf, SpecRequire
+from tfl2tosa.tosa import rules
 
 IntArray = np.ndarray
 ArrayLike = Any  # numpy array or Python / numpy scalar
@@ -318,9 +319,11 @@ def rescale(value: ArrayLike, multiplier: ArrayLike, shift: ArrayLike,
     out_zp = int(np.asarray(output_zp).reshape(-1)[0])
     check_rescale_attributes(in_bits, out_bits, in_zp, out_zp, scale32, rounding_mode,
                    per_channel, input_unsigned, output_unsigned, value.ndim)
-    channels = value.shape[-1] if per_channel else 1
-    error_if(multiplier.size != channels or shift.size != channels,
-             f"RESCALE multiplier/shift length must be {channels}")
+    counts = rules.rescale_count_problems(value.shape, per_channel,
+                                          [("multiplier", multiplier.shape),
+                                           ("shift", shift.shape)])
+    if counts:
+        error_if(True, counts[0])
     # Extend to 48 bits (zero- or sign-) and subtract the zero point.
     extend = zero_extend if input_unsigned else sign_extend
     value = extend(value, in_bits) - extend(in_zp, in_bits)
@@ -354,29 +357,14 @@ def inexact_round_bounds(value: ArrayLike, multiplier: ArrayLike, shift: ArrayLi
 
 
 def check_rescale_attributes(in_bits: int, out_bits: int, in_zp: int, out_zp: int, scale32: bool,
-                   rounding_mode: str, per_channel: bool, input_unsigned: bool,
-                   output_unsigned: bool, rank: int) -> None:
-    # Zero points: i8 any; i16 only when unsigned, and then 0 or 32768 (compared
-    # as the stored 16-bit pattern, i.e. -32768); otherwise 0.
-    error_if(in_bits != 8 and not (in_bits == 16 and input_unsigned) and in_zp != 0,
-             f"RESCALE input_zp must be 0 for {in_bits}-bit input")
-    error_if(out_bits != 8 and not (out_bits == 16 and output_unsigned) and out_zp != 0,
-             f"RESCALE output_zp must be 0 for {out_bits}-bit output")
-    error_if(in_bits == 16 and input_unsigned and zero_extend(in_zp, 16) not in (0, 32768),
-             "RESCALE unsigned 16-bit input_zp must be 0 or 32768")
-    error_if(out_bits == 16 and output_unsigned and zero_extend(out_zp, 16) not in (0, 32768),
-             "RESCALE unsigned 16-bit output_zp must be 0 or 32768")
-    error_if(scale32 and in_bits == 48, "RESCALE scale32 with 48-bit input")
-    error_if(not scale32 and rounding_mode == "DOUBLE_ROUND",
-             "RESCALE DOUBLE_ROUND needs scale32")
-    error_if(input_unsigned and output_unsigned, "RESCALE input and output both unsigned")
-    error_if(input_unsigned and in_bits > 16, f"RESCALE no unsigned {in_bits}-bit input")
-    error_if(output_unsigned and out_bits > 16, f"RESCALE no unsigned {out_bits}-bit output")
-    error_if(out_bits == 32 and input_unsigned, "RESCALE unsigned input to 32-bit output")
-    error_if(in_bits >= 32 and output_unsigned, f"RESCALE {in_bits}-bit input to unsigned")
-    error_if(per_channel and rank < 1, "RESCALE per_channel needs rank >= 1")
-    error_if(rounding_mode not in ("SINGLE_ROUND", "DOUBLE_ROUND", "INEXACT_ROUND"),
-             f"RESCALE unknown rounding_mode {rounding_mode!r}")
+                             rounding_mode: str, per_channel: bool, input_unsigned: bool,
+                             output_unsigned: bool, rank: int) -> None:
+    """ERROR_IF RESCALE's attributes and zero points break tfl2tosa.tosa.rules."""
+    problems = rules.rescale_problems(f"i{in_bits}", f"i{out_bits}", in_zp, out_zp, scale32,
+                                      rounding_mode, per_channel, input_unsigned,
+                                      output_unsigned, rank)
+    if problems:
+        error_if(True, problems[0])
 
 
 # ---------------------------------------------------------------------------

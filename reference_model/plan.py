@@ -1,7 +1,8 @@
 """Execution plans: a graph compiled once into a list of steps over numbered slots.
 
 Compiling does, once per graph, everything that does not depend on the data:
-the op's specification name and kernel, the type-mode ERROR_IF check, each
+the op's specification name and kernel, the type-mode ERROR_IF check (the
+rules of `tfl2tosa.tosa.rules`, which the verifier applies too), each
 operand's and result's slot (a list index instead of a dict lookup), the dtype
 and shape every result must have, and the values of CONST and CONST_SHAPE ops,
 which are computed at compile time and sit in their slots before a run starts.
@@ -28,8 +29,10 @@ from tfl2tosa.errors import (ReferenceModelError, ResourceLimitError, SpecErrorI
                              Tfl2TosaError)
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.limits import check_tensor
-from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
-from tfl2tosa.tosa.ops import BY_MLIR, OPS, Arg, OpDef
+from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype
+from tfl2tosa.tosa import rules
+from tfl2tosa.tosa.ops import BY_MLIR, OPS, OpDef
+from tfl2tosa.tosa.rules import BINDING_ATTRIBUTES
 
 # Runs another graph of the module by name (control flow): inputs -> outputs.
 GraphRunner = Callable[[str, list[np.ndarray]], list[np.ndarray]]
@@ -157,7 +160,7 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
                                          "defined earlier in its graph")
         return step
     key = (op.name, *[id(v.type) for v in op.operands], None,
-           *[id(v.type) for v in op.results])
+           *[id(v.type) for v in op.results], *_binding_values(op))
     known = _TEMPLATES.get(key)
     if known is not None:
         template = known[1]
@@ -405,24 +408,6 @@ def specification_name_or_none(op: Op) -> str | None:
     return op.opname.upper() if op.dialect == "tosa" else None
 
 
-# Argument type variables that name one element type (specification argument tables).
-_FIXED_TYPES = {"i8_t": "i8", "i16_t": "i16", "i32_t": "i32", "bool_t": "i1"}
-
-
-def _typed_pairs(args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, Value]]:
-    """Each value with its argument; a tensor list takes the values left over."""
-    pairs: list[tuple[Arg, Value]] = []
-    rest = list(values)
-    for position, arg in enumerate(args):
-        if arg.kind == "tensor_list":
-            take = len(rest) - (len(args) - position - 1)
-            pairs += [(arg, v) for v in rest[:take]]
-            rest = rest[take:]
-        elif rest:
-            pairs.append((arg, rest.pop(0)))
-    return pairs
-
-
 # Op name and operand / result types that passed check_type_mode: the check depends on
 # nothing else, and models repeat the same few signatures many times. Keyed by the
 # types themselves (immutable, hashed once each), so every model read with the same
@@ -440,10 +425,11 @@ def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None =
     if input_types is None or output_types is None:
         input_types = [v.type for v in op.operands]
         output_types = [v.type for v in op.results]
-    by_id = (op.name, *map(id, input_types), None, *map(id, output_types))
+    binding = _binding_values(op)
+    by_id = (op.name, *map(id, input_types), None, *map(id, output_types), *binding)
     if by_id in _VALID_BY_ID:
         return
-    signature = (op.name, *input_types, None, *output_types)
+    signature = (op.name, *input_types, None, *output_types, *binding)
     try:
         if signature not in _VALID_SIGNATURES:
             check_type_mode(op, opdef)
@@ -458,38 +444,25 @@ def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None =
     _VALID_BY_ID[by_id] = (*input_types, *output_types)
 
 
+def _binding_values(op: Op) -> tuple:
+    """The op's attributes that take part in binding its type mode (rules.BINDING_ATTRIBUTES),
+    as parts of a cache key."""
+    names = BINDING_ATTRIBUTES.get(op.name)
+    if names is None:
+        return ()
+    attrs = op.attrs
+    return tuple(v if v.__class__ in (str, bool) else repr(v)
+                 for v in [attrs.get(name) for name in names])
+
+
 def check_type_mode(op: Op, opdef: OpDef) -> None:
     """ERROR_IF the op's operand or result count is not the operator's, or its element
-    types are no type mode of the operator (in any profile)."""
-    where = f"{opdef.name} ({op.loc})" if op.loc else opdef.name
-    for what, args, values in (("operands", opdef.inputs, op.operands),
-                               ("results", opdef.outputs, op.results)):
-        fixed = sum(1 for a in args if a.kind != "tensor_list")
-        listed = any(a.kind == "tensor_list" for a in args)
-        if len(values) < fixed or (not listed and len(values) != fixed):
-            raise SpecErrorIf(f"{where}: ERROR_IF {len(values)} {what}, {opdef.name} takes "
-                              f"{fixed}{' or more' if listed else ''}")
-    bound: dict[str, str] = {}
-    for arg, value in _typed_pairs(opdef.inputs, op.operands) + \
-            _typed_pairs(opdef.outputs, op.results):
-        if not isinstance(value.type, TensorType) or not arg.type_var or arg.kind == "shape":
-            continue
-        if arg.shape == "[1]" and value.type.is_static and value.type.num_elements != 1:
-            # zero points, MUL's shift, PAD's pad_const: one value each
-            raise SpecErrorIf(f"{where}: ERROR_IF {arg.name} has shape "
-                              f"{list(value.type.shape)}, must hold one value")
-        element = storage_type(value.type.element).name
-        wanted = _FIXED_TYPES.get(arg.type_var, bound.get(arg.type_var, element))
-        if element != wanted:
-            raise SpecErrorIf(f"{where}: ERROR_IF {arg.name} is {element}, must be {wanted} "
-                              f"({arg.type_var})")
-        bound.setdefault(arg.type_var, element)
-    if opdef.modes and not any(all(mode.types.get(var, element) == element
-                                   for var, element in bound.items())
-                               for mode in opdef.modes):
-        types = ", ".join(f"{var}={element}" for var, element in bound.items())
-        raise SpecErrorIf(f"{where}: ERROR_IF element types ({types}) are no type mode of "
-                          f"{opdef.name}")
+    types are no type mode of the operator (in any profile): tfl2tosa.tosa.rules."""
+    problem = rules.type_mode_problem(opdef, [v.type for v in op.operands],
+                                      [v.type for v in op.results], op.attrs)
+    if problem is not None:
+        where = f"{opdef.name} ({op.loc})" if op.loc else opdef.name
+        raise SpecErrorIf(f"{where}: ERROR_IF {problem}")
 
 
 # ---------------------------------------------------------------------------

@@ -70,9 +70,9 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
     # A conv/add/mean/softmax model: no recurrent, detection, control-flow or
     # complex-number families.
     for family in ("legalize.rnn", "legalize.detection", "legalize.control_flow",
-                   "legalize.complex", "legalize.mediapipe", "legalize.integer.lstm"):
+                   "legalize.complex", "legalize.mediapipe", "legalize.lstm"):
         assert family not in patterns
-    assert "legalize.integer.conv" in patterns
+    assert "legalize.conv" in patterns
 
 
 def test_run_loads_no_typer(tmp_path):

@@ -5,7 +5,7 @@ products, the float rescale.
 Each case is a one-op model (TfliteBuilder) with int8 weights, per-channel or
 per-tensor scales. Judges:
 - TFLite's builtin kernels (the kernels the emulation follows, see
-  tfl2tosa/validation.py): our outputs must be bit-identical, over inputs with
+  tfl2tosa/validation/judge.py): our outputs must be bit-identical, over inputs with
   an all-zero row (the zero-scale case), an all-positive row (an asymmetric
   zero point of -128) and rows of different magnitudes;
 - Arm's reference model running the written `.tosa` file: bit-identical to ours;

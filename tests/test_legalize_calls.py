@@ -1,4 +1,4 @@
-"""STABLEHLO_COMPOSITE (legalize/calls.py): each composite is replaced by a copy
+"""STABLEHLO_COMPOSITE (tfl2tosa/passes/inline_calls.py): each composite is replaced by a copy
 of its decomposition graph before legalization. TFLite's kernel runs the
 decomposition subgraph, so TFLite running the composite is the judge
 (`check_model`: ours against TFLite's reference kernels and Arm's reference

@@ -127,7 +127,7 @@ def test_regions_are_isolated_for_tosa_opt(relative: str, tmp_path: Path) -> Non
 
 
 def test_call_once_with_nothing_to_initialize_converts(builder, tmp_path: Path) -> None:
-    """The stateful pass (tfl2tosa/stateful.py) folds a session-init graph that
+    """The stateful pass (tfl2tosa/passes/resource_variables.py) folds a session-init graph that
     assigns no variable away; the rest of the model converts and matches TFLite."""
     init = builder.subgraph("session_init")
     builder.io([], [], graph=init)

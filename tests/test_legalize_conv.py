@@ -411,21 +411,70 @@ def test_sparse_weights_refused_with_reason(builder: Any, tmp_path: Path) -> Non
         convert(write(tmp_path, "sparse", builder.to_bytes()))
 
 
-def test_quantized_activations_refused_by_float_pattern() -> None:
-    """A float pattern handed an int8 op directly says why it does not apply."""
-    from legalize.conv import conv_2d as conv_pattern
-    from tfl2tosa.ir.core import Graph, Op
-    from tfl2tosa.ir.rewrite import Failure, Rewriter
+def _int8_conv_module(weights_constant: bool) -> object:
+    """An int8 CONV_2D (weights a run-time input, or an int8 constant with a
+    float input and result: the hybrid shape)."""
+    import numpy as np
+
+    from tfl2tosa.ir.core import Graph, Module, Op
     from tfl2tosa.ir.types import TensorType, UniformQuantized, f32, i8
 
     q = UniformQuantized(i8, f32, 0.5, 0)
-    graph = Graph("main")
-    x = graph.add_input("x", TensorType((1, 4, 4, 2), q))
-    w = graph.add_input("w", TensorType((3, 1, 1, 2), q))
-    op = Op("tfl.conv_2d", [x, w], [TensorType((1, 4, 4, 3), q)],
-            {"padding": "SAME", "stride_h": 1, "stride_w": 1}, result_names=["y"])
-    result = conv_pattern(op, Rewriter(graph, [], op))
-    assert isinstance(result, Failure) and "integer path" in result.reason
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    if weights_constant:
+        x = graph.add_input("x", TensorType((1, 4, 4, 2), f32))
+        w = graph.append(Op("tosa.const", [], [TensorType((3, 1, 1, 2), q)],
+                            {"values": np.ones((3, 1, 1, 2), np.int8)})).result
+        result = TensorType((1, 4, 4, 3), f32)
+    else:
+        x = graph.add_input("x", TensorType((1, 4, 4, 2), q))
+        w = graph.add_input("w", TensorType((3, 1, 1, 2), q))
+        result = TensorType((1, 4, 4, 3), q)
+    op = graph.append(Op("tfl.conv_2d", [x, w], [result],
+                         {"padding": "SAME", "stride_h": 1, "stride_w": 1},
+                         result_names=["y"]))
+    graph.set_outputs(op.results)
+    return module
+
+
+@pytest.mark.parametrize("weights_constant", [False, True], ids=["int8", "hybrid_weights"])
+def test_driver_serves_a_float_pattern_only_float_activations(monkeypatch: pytest.MonkeyPatch,
+                                                              weights_constant: bool) -> None:
+    """The float CONV_2D pattern declares it takes quantized constant weights
+    (operand 1), never quantized activations: the driver hands it the hybrid
+    shape as it is, and an int8 op only as the fallback's float stand-in."""
+    import dataclasses
+
+    import legalize.conv  # noqa: F401  (registers the patterns spied on)
+    from legalize import registry
+    from legalize.driver import legalize as run_legalize
+    from tfl2tosa.ir.types import TensorType, is_quantized
+
+    seen: list[tuple[bool, ...]] = []
+    entry = registry.LABELS["conv_2d"]
+
+    def spy(op, rw):  # type: ignore[no-untyped-def]
+        seen.append(tuple(is_quantized(v.type.element) for v in (*op.operands, *op.results)
+                          if isinstance(v.type, TensorType)))
+        return entry.fn(op, rw)
+
+    spied = dataclasses.replace(entry, fn=spy)
+    monkeypatch.setitem(registry.LABELS, "conv_2d", spied)
+    monkeypatch.setitem(registry.PATTERNS, "tfl.conv_2d",
+                        [spied if e is entry else e for e in registry.PATTERNS["tfl.conv_2d"]])
+    monkeypatch.setattr(registry, "_ORDERED", {})
+    module = _int8_conv_module(weights_constant)
+    outcome, = run_legalize(module, disabled={"conv_2d_hybrid", "conv_2d_int"}).outcomes
+    if weights_constant:
+        assert seen == [(False, True, False)]
+        assert (outcome.path, outcome.pattern, outcome.weights) == (
+            "float", "conv_2d", "dequantized-constant")
+    else:
+        assert seen == [(False, False, False)]  # the stand-in: dequantized operands
+        assert (outcome.path, outcome.pattern) == ("fallback", "conv_2d")
+        assert outcome.reason == ("tfl.conv_2d: quantized types need the integer path; "
+                                  "tfl.conv_2d: no uint8 tensors")
 
 
 # ---------------------------------------------------------------------------

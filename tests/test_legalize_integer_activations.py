@@ -1,4 +1,4 @@
-"""Integer patterns for quantized activations (legalize/integer/activations.py).
+"""Integer patterns for quantized activations (legalize/activations.py).
 
 Every case converts a quantized model and requires (tests/e2e.py check_model)
 that our reference model equals TFLite's builtin reference kernels exactly and
@@ -17,7 +17,7 @@ import pytest
 from conftest import TfliteBuilder
 from e2e import check_model, model_path
 
-from legalize.integer.activations import (
+from legalize.activations import (
     SIGMOID_TABLE_UINT16,
     inv_sqrt_multiplier,
     lut_8bit,

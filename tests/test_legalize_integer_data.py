@@ -1,4 +1,7 @@
-"""Integer patterns of legalize/integer/data.py, checked end to end.
+"""Integer patterns of quantized data ops (ARG_MAX/ARG_MIN and REDUCE_MAX/MIN in
+legalize/reduce.py, MAXIMUM/MINIMUM and SQUARED_DIFFERENCE in
+legalize/elementwise.py) and the uint8 wrappers of legalize/integer/data.py,
+checked end to end.
 
 Every case converts a quantized model, requires the op under test to take
 its integer pattern, and requires our reference model to equal TFLite's
@@ -564,7 +567,7 @@ def test_uint8_body_through_int8_twins(tmp_path, case) -> None:
 def test_uint8_average_pool_rounds_like_tflite(tmp_path) -> None:
     """TFLite's uint8 average rounds half up on stored values, where the int8
     pattern rounds the twins' (value - 128) halves away from zero; the uint8
-    pattern (legalize/integer/pooling.py) keeps both zero points at -128 so ties
+    pattern (legalize/pooling.py) keeps both zero points at -128 so ties
     land as TFLite's do. Sums of 2 over a 2x2 window give exact halves."""
     path = one_op(tmp_path, "AVERAGE_POOL_2D", [T((1, 4, 4, 1), "UINT8", 0.02, 120)],
                   [T((1, 2, 2, 1), "UINT8", 0.02, 120)],

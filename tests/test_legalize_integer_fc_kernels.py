@@ -213,7 +213,7 @@ def test_per_tensor_scale_of_the_optimized_kernel(tmp_path, monkeypatch) -> None
     weight scales multiplied in float32 (GetQuantizedConvolutionMultipler), not in
     double as the reference kernel's; the optimized conversion is exact, and would
     not be with the double product (int8 per tensor: test_legalize_integer_matmul)."""
-    import legalize.integer.conv as conv
+    import legalize.conv as conv
 
     rng = np.random.default_rng(5)
     s_in, s_w = 1.7075043856180704e-4, 4.231763158945975e-4
@@ -242,7 +242,7 @@ def test_reference_ties_away_from_zero(tmp_path, monkeypatch, bits, weight_scale
     """Power-of-two scales make exact ties of both signs: the reference conversion
     is exact with TFLite's reference kernel (and Arm's model), and is not without
     moving the negative ones."""
-    import legalize.integer.conv as conv
+    import legalize.conv as conv
 
     rng = np.random.default_rng(4)
     storage, dtype = ("INT16", np.int16) if bits == 16 else ("INT8", np.int8)

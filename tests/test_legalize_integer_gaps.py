@@ -11,7 +11,7 @@ SUM is judged against TFLite's OPTIMIZED kernels, not BUILTIN_REF: TFLite
 to the uint8 overload, int16 results vary between invocations), so
 tfl2tosa.validation runs models with a quantized SUM on
 BUILTIN_WITHOUT_DEFAULT_DELEGATES. The optimized kernel is what TFLite users
-get; its recipe scales in float32 (legalize/integer/reduce.py), and the
+get; its recipe scales in float32 (legalize/reduce.py), and the
 lowering reproduces it, so exact equality is required here even though
 validation would allow 1 LSB on that resolver.
 """

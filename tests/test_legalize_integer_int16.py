@@ -3,11 +3,11 @@ whole int16x8 architectures, bit exact against TFLite's builtin reference
 kernels and Arm's reference model.
 
 ADD/SUB with `pot_scale_int16` and power-of-two scales (LSTM-style
-quantization) take a shift-only path in TFLite (legalize/integer/arith16.py);
+quantization) take a shift-only path in TFLite (legalize/elementwise.py, add_int16_pot);
 the cases cover both shift directions, equal scales (pure saturating sums),
 shifts up to 15, ties of the rounding division on both sides of zero,
 saturation at both ends and fused activations. The general int16 path
-(`pot_scale_int16` false) belongs to legalize/integer/arith.py and is checked
+(`pot_scale_int16` false) belongs to legalize/elementwise.py (add_int) and is checked
 here only as the path such a model takes.
 """
 

@@ -27,7 +27,8 @@ import reference_model
 from tfl2tosa.batch.job import JobOptions, convert_and_validate
 from tfl2tosa.kernels import BUILTIN_KERNELS
 from tfl2tosa.pipeline import convert
-from tfl2tosa.validation import _runtime, as_graph_input, random_input, validate
+from tfl2tosa.validation import as_graph_input, random_input, validate
+from tfl2tosa.validation.judge import _runtime
 
 RUNTIMES = tuple(BUILTIN_KERNELS)   # ai-edge-litert, tensorflow
 pytestmark = pytest.mark.filterwarnings("ignore:.*tf.lite.Interpreter is deprecated")

@@ -34,7 +34,7 @@ import pytest
 from e2e import check_model, model_path
 
 import legalize  # noqa: F401  (registers every pattern)
-from legalize.integer.lstm import int16_lookup, logistic, tanh
+from legalize.lstm import int16_lookup, logistic, tanh
 from tfl2tosa.pipeline import convert
 
 TANH, RELU = 4, 1

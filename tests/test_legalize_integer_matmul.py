@@ -159,7 +159,7 @@ def test_batch_matmul_scale_is_float32_product(tmp_path, monkeypatch) -> None:
     all-double product gives another 31-bit multiplier, and the accumulator
     -5613 (row 0 times a column of ones) lands on different sides of a
     rounding boundary (-81 vs -82)."""
-    from legalize.integer import matmul
+    import legalize.conv as conv
 
     scales = (0.024177784100174904, 0.02421865612268448, 0.04033161327242851)
     b = TfliteBuilder()
@@ -175,7 +175,7 @@ def test_batch_matmul_scale_is_float32_product(tmp_path, monkeypatch) -> None:
     ys = rng.integers(-128, 128, (1, 64, 3)).astype(np.int8)
     ys[0, :, 0] = 1
     check_integer(path, inputs=[[xs, ys]])
-    monkeypatch.setattr(matmul, "_matmul_scale", lambda q_x, q_y, q_out:
+    monkeypatch.setattr(conv, "_matmul_scale", lambda q_x, q_y, q_out:
                         q_x.scale * q_y.scale / q_out.scale)
     assert not validate(path, inputs=[[xs, ys]]).passed
 

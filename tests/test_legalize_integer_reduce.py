@@ -48,7 +48,7 @@ from e2e import check_against_arm, check_model, model_path
 from tflite_ref import check_patterns, reference_outputs, write_model
 
 import reference_model
-from legalize.integer.reduce import MAX_PRODUCT_STEPS
+from legalize.reduce import MAX_PRODUCT_STEPS
 from tfl2tosa.pipeline import convert
 from tfl2tosa.validation import as_graph_input, as_tflite_output, validate
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import TfliteBuilder
 from e2e import check_model, model_path
 
-from legalize.integer import resize
+from legalize import resize
 from tfl2tosa.pipeline import convert
 from tfl2tosa.validation import validate
 

@@ -20,7 +20,7 @@ from e2e import check_against_arm, check_model, model_path, seeded_inputs
 
 import reference_model
 import tfl2tosa.tflite_import
-from legalize.calls import inline_calls
+from tfl2tosa.passes.inline_calls import inline_calls
 from tfl2tosa.pipeline import convert
 from tfl2tosa.errors import ConversionError, ModelError
 from tfl2tosa.validation import compare, float_tolerance, validate
@@ -493,7 +493,7 @@ def test_hashtable_lookup_is_refused(builder, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
-# CALL (legalize/calls.py): TFLite has no CALL kernel, so the inlined model is
+# CALL (tfl2tosa/passes/inline_calls.py): TFLite has no CALL kernel, so the inlined model is
 # judged against TFLite running the same computation written without CALL.
 
 

@@ -41,7 +41,7 @@ from legalize.unsupported import REASONS, may_be_refused
 from tfl2tosa.pipeline import ConversionReport, convert
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.ir.core import Module
-from tfl2tosa.quant import assert_no_quant_types
+from tfl2tosa.passes.strip_quant_types import assert_no_quant_types
 from tfl2tosa.validation import ValidationReport, validate
 
 MANIFEST = json.loads((MODELS / "manifest.json").read_text())

@@ -38,8 +38,9 @@ from tfl2tosa.ir.types import (
     i32,
     u8,
 )
-from tfl2tosa.passes import canonicalize, cse, dce
-from tfl2tosa.quant import dcast, qcast, scast, strip_func_quant_types
+from tfl2tosa.passes.simplify import canonicalize, cse, dce
+from tfl2tosa.passes.strip_quant_types import strip_func_quant_types
+from tfl2tosa.quant import dcast, qcast, scast
 
 GOLDEN = Path(__file__).parent / "golden" / "quant"
 

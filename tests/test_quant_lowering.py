@@ -12,7 +12,7 @@ quantize.h and dequantize.h):
 and, for a few cases, by the TFLite interpreter itself (BUILTIN_REF kernels)
 on a QUANTIZE / DEQUANTIZE model; the written `.tosa` file also runs on
 Arm's reference model (tosa-tools). The one known difference (documented in
-tfl2tosa/quant/lower.py): x * fl(1/scale) replaces the division, which moves
+tfl2tosa/passes/lower_quant.py): x * fl(1/scale) replaces the division, which moves
 inputs lying within about an ulp of a half-integer of x/scale by one LSB when
 the scale is not a power of two; the tests pin exactly where.
 """
@@ -45,16 +45,14 @@ from tfl2tosa.ir.types import (
     u16,
     u32,
 )
-from tfl2tosa.passes import canonicalize, cse
-from tfl2tosa.quant import (
-    QUANT_OPS,
+from tfl2tosa.passes.lower_quant import lower_quant_ops
+from tfl2tosa.passes.simplify import canonicalize, cse
+from tfl2tosa.passes.strip_quant_types import (
     assert_no_quant_types,
-    dcast,
-    lower_quant_ops,
-    qcast,
     quantized_values,
     strip_func_quant_types,
 )
+from tfl2tosa.quant import QUANT_OPS, dcast, qcast
 from tfl2tosa.tosa.verify import verify
 
 ALL_EXTENSIONS_AND_DYNAMIC = ("EXT-INT16", "EXT-DYNAMIC")
@@ -437,7 +435,7 @@ def test_lowered_op_sequence():
     lower_quant_ops(module)
     names = [op.name for _, op in module.ops() if op.name != "tosa.const"]
     assert names == ["tosa.mul", "tosa.abs", "tosa.floor", "tosa.sub", "tosa.greater_equal",
-                     "tosa.add", "tosa.select", "tosa.greater_equal", "tosa.sub", "tosa.select",
+                     "tosa.add", "tosa.select", "tosa.greater", "tosa.sub", "tosa.select",
                      "tosa.add", "tosa.clamp", "tosa.cast", "tosa.cast", "quant.scast"]
     graph = module.main
     assert graph.outputs[0].name == "qcast"  # the final scast takes the cast's name

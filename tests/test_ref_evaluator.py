@@ -61,7 +61,7 @@ def test_values_that_survive_conversion_are_converted():
 
 def test_element_types_outside_every_type_mode_are_an_error_if():
     # ADD has i32, f16, bf16 and f32 modes only (TOSA 1.0 type modes).
-    with pytest.raises(SpecErrorIf, match="no type mode of ADD"):
+    with pytest.raises(SpecErrorIf, match="no TOSA 1.0 type mode of ADD"):
         reference_model.run(add_graph(element=I8), [[1, 2], [3, 4]])
 
 
@@ -83,7 +83,7 @@ def test_a_wrong_operand_count_is_an_error_if():
     x = graph.add_input("x", t((2,)))
     op = graph.append(Op("tosa.add", [x], [t((2,))], loc="layer_2"))
     graph.set_outputs([op.result])
-    with pytest.raises(SpecErrorIf, match="layer_2.*1 operands, ADD takes 2"):
+    with pytest.raises(SpecErrorIf, match=r"layer_2.*expects 2 operand\(s\).*got 1"):
         reference_model.run(graph, [np.int32([1, 2])])
 
 

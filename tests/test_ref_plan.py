@@ -10,7 +10,11 @@ The rest are small graphs worked out by hand.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
+from types import CodeType, FunctionType
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -18,7 +22,7 @@ from arm import run_arm
 
 import reference_model
 from reference_model.evaluator import CompiledModel
-from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire
+from tfl2tosa.errors import ReferenceModelError, SpecErrorIf, SpecRequire, Tfl2TosaError
 from tfl2tosa.ir import Graph, Module, Op, TensorType, scalar_type
 from tfl2tosa.ir.types import numpy_dtype, storage_type
 from tfl2tosa.tosa.writer import write_tosa
@@ -117,7 +121,7 @@ def test_errors_found_while_compiling_are_raised_when_the_op_runs():
     bad = graph.append(Op("tosa.add", [x, x], [TensorType((1,), I8)], loc="bad"))
     graph.set_outputs([bad.result])
     compiled = reference_model.compile(graph)
-    with pytest.raises(SpecErrorIf, match="no type mode of ADD"):
+    with pytest.raises(SpecErrorIf, match="no TOSA 1.0 type mode of ADD"):
         compiled.run([np.int8([1])])
 
 
@@ -145,185 +149,169 @@ def test_an_empty_module_cannot_be_compiled():
         reference_model.compile(Module())
 
 
-def _clamp_module(element: str, low: float, high: float, nan_mode: str) -> Module:
-    graph = Graph("main")
-    x = graph.add_input("x", TensorType((12,), scalar_type(element)))
-    clamp = graph.append(Op("tosa.clamp", [x], [TensorType((12,), scalar_type(element))],
-                            {"min_val": low, "max_val": high, "nan_mode": nan_mode},
-                            result_names=["y"]))
-    graph.set_outputs([clamp.result])
-    module = Module()
-    module.add_graph(graph)
-    return module
-
-
-@pytest.mark.parametrize("element", ["f32", "f16"])
-@pytest.mark.parametrize("nan_mode", ["PROPAGATE", "IGNORE"])
-@pytest.mark.parametrize("low, high", [(0.0, 6.0), (-0.0, 0.0), (0.0, 0.0), (-0.0, -0.0),
-                                       (-1.0, -1.0), (-np.inf, np.inf)])
-def test_prepared_float_clamp_gives_the_kernels_bits(element, nan_mode, low, high,
-                                                     monkeypatch):
-    # Signed zeros and NaNs included: the prepared form must reproduce the kernel's
-    # apply_clip_s bit for bit (which zero, which NaN), not just compare equal.
-    dtype = numpy_dtype(scalar_type(element))
-    x = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 7.5, -7.5, 6.0, -1.0,
-                  1e-8, -1e-8], dtype=dtype)
-    module = _clamp_module(element, low, high, nan_mode)
-    compiled = CompiledModel(module)
-    assert compiled.plan("main").steps[0].prepared is not None
-    prepared = compiled.run([x])["y"]
-    with monkeypatch.context() as patch:
-        patch.setattr("reference_model.plan.PREPARERS", {})
-        kernel = reference_model.run(module, [x])["y"]
-    bits = np.dtype(f"u{dtype.itemsize}")
-    np.testing.assert_array_equal(prepared.view(bits), kernel.view(bits))
-
-
-def _matmul_module(element: str, zero_point: float) -> Module:
-    el = scalar_type(element)
-    graph = Graph("main")
-    a = graph.add_input("a", TensorType((2, 3, 4), el))
-    b = graph.add_input("b", TensorType((2, 4, 5), el))
-    dtype = numpy_dtype(el)
-    zps = [graph.append(Op("tosa.const", [], [TensorType((1,), el)],
-                           {"values": np.array([zero_point], dtype)})).result
-           for _ in range(2)]
-    product = graph.append(Op("tosa.matmul", [a, b, *zps], [TensorType((2, 3, 5), el)],
-                              result_names=["y"]))
-    graph.set_outputs([product.result])
-    module = Module()
-    module.add_graph(graph)
-    return module
-
-
-@pytest.mark.parametrize("element", ["f32", "f16"])
-@pytest.mark.parametrize("zero_point", [0.0, -0.0])
-def test_prepared_float_matmul_gives_the_kernels_bits(element, zero_point, monkeypatch):
-    dtype = numpy_dtype(scalar_type(element))
-    rng = np.random.default_rng(7)
-    a = rng.standard_normal((2, 3, 4)).astype(dtype)
-    b = rng.standard_normal((2, 4, 5)).astype(dtype)
-    a[0, 0] = [0.0, -0.0, 3.0, 1.0]
-    b[1, :, 0] = [-0.0, -0.0, -0.0, -0.0]
-    a[1, 2] = [-0.0, -0.0, -0.0, -0.0]
-    module = _matmul_module(element, zero_point)
-    compiled = CompiledModel(module)
-    # -0.0 is not a zero point the prepared form takes (x - -0.0 turns -0.0 into +0.0).
-    prepared_step = compiled.plan("main").steps[0].prepared is not None
-    assert prepared_step == (not np.signbit(zero_point))
-    prepared = compiled.run([a, b])["y"]
-    with monkeypatch.context() as patch:
-        patch.setattr("reference_model.plan.PREPARERS", {})
-        kernel = reference_model.run(module, [a, b])["y"]
-    bits = np.dtype(f"u{dtype.itemsize}")
-    np.testing.assert_array_equal(prepared.view(bits), kernel.view(bits))
-
-
-def _unprepared(module: Module, feeds: list[np.ndarray], monkeypatch) -> dict:
-    with monkeypatch.context() as patch:
-        patch.setattr("reference_model.plan.PREPARERS", {})
-        return reference_model.run(module, feeds)
-
-
-@pytest.mark.parametrize("element", ["i8", "i16", "i32"])
-@pytest.mark.parametrize("rounding", [False, True])
-@pytest.mark.parametrize("shift_shape", [(1, 1), (1, 5)])
-def test_prepared_arithmetic_right_shift_by_constants_gives_the_kernels_results(
-        element, rounding, shift_shape, monkeypatch):
-    el = scalar_type(element)
-    dtype = numpy_dtype(el)
-    bits = dtype.itemsize * 8
-    info = np.iinfo(dtype)
-    x = np.array([[info.min, info.max, -1, 0, 1], [-5, 5, -6, 6, 3],
-                  [info.min + 1, info.max - 1, -2, 2, 7]], dtype=dtype)
-    shifts = np.array([0, 1, 2, bits // 2, bits - 1], dtype=dtype)[:shift_shape[1]]
-    graph = Graph("main")
-    value = graph.add_input("x", TensorType(x.shape, el))
-    amount = graph.append(Op("tosa.const", [], [TensorType(shift_shape, el)],
-                             {"values": shifts.reshape(shift_shape)})).result
-    shifted = graph.append(Op("tosa.arithmetic_right_shift", [value, amount],
-                              [TensorType(x.shape, el)], {"round": rounding},
-                              result_names=["y"]))
-    graph.set_outputs([shifted.result])
-    module = Module()
-    module.add_graph(graph)
-    compiled = CompiledModel(module)
-    assert compiled.plan("main").steps[0].prepared is not None
-    ours = compiled.run([x])["y"]
-    assert ours.dtype == dtype
-    np.testing.assert_array_equal(ours, _unprepared(module, [x], monkeypatch)["y"])
-
-
-def test_prepared_gather_reports_an_index_out_of_range_as_the_kernel(monkeypatch):
-    graph = Graph("main")
-    values = graph.add_input("values", TensorType((1, 4, 2), I32))
-    indices = graph.add_input("indices", TensorType((1, 3), I32))
-    gathered = graph.append(Op("tosa.gather", [values, indices], [TensorType((1, 3, 2), I32)],
-                               result_names=["y"]))
-    graph.set_outputs([gathered.result])
-    module = Module()
-    module.add_graph(graph)
-    table = np.arange(8, dtype=np.int32).reshape(1, 4, 2)
-    compiled = CompiledModel(module)
-    assert compiled.plan("main").steps[0].prepared is not None
-    np.testing.assert_array_equal(compiled.run([table, np.int32([[3, 0, 3]])])["y"],
-                                  [[[6, 7], [0, 1], [6, 7]]])
-    with pytest.raises(SpecRequire, match="0 <= index < K=4") as prepared:
-        compiled.run([table, np.int32([[0, 4, 1]])])
-    with pytest.raises(SpecRequire) as kernel:
-        _unprepared(module, [table, np.int32([[0, 4, 1]])], monkeypatch)
-    assert str(prepared.value) == str(kernel.value)
-
-
-@pytest.mark.parametrize("element, a_zp, b_zp", [("i8", -3, 5), ("i8", 0, 0), ("i16", 0, 0)])
-@pytest.mark.parametrize("constant_b", [False, True])
-def test_prepared_integer_matmul_gives_the_kernels_results(element, a_zp, b_zp, constant_b,
-                                                           monkeypatch):
-    el = scalar_type(element)
-    dtype = numpy_dtype(el)
-    out = scalar_type("i32" if element == "i8" else "i48")
-    info = np.iinfo(dtype)
-    rng = np.random.default_rng(11)
-    a = rng.integers(info.min, info.max, size=(2, 3, 6), endpoint=True).astype(dtype)
-    b = rng.integers(info.min, info.max, size=(2, 6, 4), endpoint=True).astype(dtype)
-    a[0, 0], b[1, :, 0] = info.min, info.min       # the largest products
-    graph = Graph("main")
-    a_value = graph.add_input("a", TensorType(a.shape, el))
-    feeds = [a]
-    if constant_b:
-        b_value = graph.append(Op("tosa.const", [], [TensorType(b.shape, el)],
-                                  {"values": b})).result
-    else:
-        b_value = graph.add_input("b", TensorType(b.shape, el))
-        feeds.append(b)
-    zps = [graph.append(Op("tosa.const", [], [TensorType((1,), el)],
-                           {"values": np.array([zp], dtype)})).result for zp in (a_zp, b_zp)]
-    product = graph.append(Op("tosa.matmul", [a_value, b_value, *zps],
-                              [TensorType((2, 3, 4), out)], result_names=["y"]))
-    graph.set_outputs([product.result])
-    module = Module()
-    module.add_graph(graph)
-    compiled = CompiledModel(module)
-    assert compiled.plan("main").steps[-1].prepared is not None
-    ours = compiled.run(feeds)["y"]
-    expected = np.einsum("nhc,ncw->nhw", a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
-    np.testing.assert_array_equal(ours, expected)
-    np.testing.assert_array_equal(ours, _unprepared(module, feeds, monkeypatch)["y"])
-
-
 # ---------------------------------------------------------------------------
-# Every prepared form held to its registered kernel on one shared case table:
-# the single-op graphs of tests/tosa_graphs.py (every operator and type mode).
+# Every prepared form held to its registered kernel on one case table: the
+# single-op graphs of tests/tosa_graphs.py (every type mode of every operator
+# with a preparer) and the corners below, which those graphs do not reach.
+# Each case runs compiled (prepared) and with the preparers switched off, and
+# must give the same bits or raise the same error.
 
 
-def _prepared_op_cases():
+class PreparedCase(NamedTuple):
+    id: str
+    module: Module
+    inputs: list[np.ndarray]
+    error: str = ""     # what the run's error must say; "" when it must run
+
+
+def _single_op_module(opname: str, operands: list, result_type: TensorType,
+                      attrs: dict | None = None) -> tuple[Module, list]:
+    """A module of one op: an ndarray operand becomes a graph input, a (values,
+    element) pair a tosa.const; returns it with its inputs."""
+    graph = Graph("main")
+    values, feeds = [], []
+    for i, operand in enumerate(operands):
+        if isinstance(operand, tuple):
+            array, element = operand
+            values.append(graph.append(Op("tosa.const", [], [TensorType(array.shape, element)],
+                                          {"values": array})).result)
+        else:
+            element = scalar_type({"bool": "i1", "float32": "f32", "float16": "f16"}.get(
+                operand.dtype.name, operand.dtype.name.replace("int", "i")))
+            values.append(graph.add_input(f"x{i}", TensorType(operand.shape, element)))
+            feeds.append(operand)
+    op = graph.append(Op(opname, values, [result_type], attrs or {}, result_names=["y"]))
+    graph.set_outputs([op.result])
+    module = Module()
+    module.add_graph(graph)
+    return module, feeds
+
+
+def _clamp_corners() -> list[PreparedCase]:
+    # Signed zeros and NaNs: the prepared form must give the kernel's apply_clip_s
+    # bit for bit (which zero, which NaN), not just values that compare equal.
+    cases = []
+    for element in ("f32", "f16"):
+        dtype = numpy_dtype(scalar_type(element))
+        x = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 7.5, -7.5, 6.0, -1.0,
+                      1e-8, -1e-8], dtype=dtype)
+        for nan_mode in ("PROPAGATE", "IGNORE"):
+            for low, high in ((0.0, 6.0), (-0.0, 0.0), (0.0, 0.0), (-0.0, -0.0), (-1.0, -1.0),
+                              (-np.inf, np.inf)):
+                module, feeds = _single_op_module(
+                    "tosa.clamp", [x], TensorType(x.shape, scalar_type(element)),
+                    {"min_val": low, "max_val": high, "nan_mode": nan_mode})
+                cases.append(PreparedCase(f"clamp_{element}_{nan_mode}_{low}_{high}",
+                                          module, feeds))
+    return cases
+
+
+def _float_matmul_corners() -> list[PreparedCase]:
+    # A -0.0 zero point is not one the prepared form takes (x - -0.0 turns -0.0 into
+    # +0.0); signed zeros in both operands.
+    cases = []
+    for element in ("f32", "f16"):
+        el = scalar_type(element)
+        dtype = numpy_dtype(el)
+        rng = np.random.default_rng(7)
+        a = rng.standard_normal((2, 3, 4)).astype(dtype)
+        b = rng.standard_normal((2, 4, 5)).astype(dtype)
+        a[0, 0] = [0.0, -0.0, 3.0, 1.0]
+        b[1, :, 0] = -0.0
+        a[1, 2] = -0.0
+        for zero_point in (0.0, -0.0):
+            zp = (np.array([zero_point], dtype), el)
+            module, feeds = _single_op_module("tosa.matmul", [a, b, zp, zp],
+                                              TensorType((2, 3, 5), el))
+            cases.append(PreparedCase(f"matmul_{element}_zp{zero_point}", module, feeds))
+    return cases
+
+
+def _integer_matmul_corners() -> list[PreparedCase]:
+    # The largest products, zero points, and a constant B (centred once).
+    cases = []
+    for element, a_zp, b_zp in (("i8", -3, 5), ("i8", 0, 0), ("i16", 0, 0)):
+        el = scalar_type(element)
+        dtype = numpy_dtype(el)
+        out = scalar_type("i32" if element == "i8" else "i48")
+        info = np.iinfo(dtype)
+        rng = np.random.default_rng(11)
+        a = rng.integers(info.min, info.max, size=(2, 3, 6), endpoint=True).astype(dtype)
+        b = rng.integers(info.min, info.max, size=(2, 6, 4), endpoint=True).astype(dtype)
+        a[0, 0], b[1, :, 0] = info.min, info.min
+        zps = [(np.array([zp], dtype), el) for zp in (a_zp, b_zp)]
+        for constant_b in (False, True):
+            module, feeds = _single_op_module(
+                "tosa.matmul", [a, (b, el) if constant_b else b, *zps],
+                TensorType((2, 3, 4), out))
+            cases.append(PreparedCase(
+                f"matmul_{element}_zp{a_zp}_{b_zp}{'_constant_b' if constant_b else ''}",
+                module, feeds))
+    return cases
+
+
+def _right_shift_corners() -> list[PreparedCase]:
+    # Shifts by constants, one for all (0, 1, half the bits, bits - 1) or one per
+    # column, at the type's extremes.
+    cases = []
+    for element in ("i8", "i16", "i32"):
+        el = scalar_type(element)
+        dtype = numpy_dtype(el)
+        bits = dtype.itemsize * 8
+        info = np.iinfo(dtype)
+        x = np.array([[info.min, info.max, -1, 0, 1], [-5, 5, -6, 6, 3],
+                      [info.min + 1, info.max - 1, -2, 2, 7]], dtype=dtype)
+        amounts = [[0], [1], [bits // 2], [bits - 1], [0, 1, 2, bits // 2, bits - 1]]
+        for shifts in amounts:
+            shift = (np.array([shifts], dtype=dtype), el)
+            for rounding in (False, True):
+                module, feeds = _single_op_module("tosa.arithmetic_right_shift", [x, shift],
+                                                  TensorType(x.shape, el), {"round": rounding})
+                cases.append(PreparedCase(
+                    f"arithmetic_right_shift_{element}_by_{'_'.join(map(str, shifts))}"
+                    f"_round{rounding}", module, feeds))
+    return cases
+
+
+def _mul_corners() -> list[PreparedCase]:
+    # i32 with shift 0 keeps the low 32 bits of products that leave int32.
+    x = np.int32([[2**31 - 1, -2**31, 65536, -3, 0, 46341]])
+    module, feeds = _single_op_module("tosa.mul", [x, x, (np.int8([0]), scalar_type("i8"))],
+                                      TensorType(x.shape, I32))
+    return [PreparedCase("mul_i32_shift0_wrapping", module, feeds)]
+
+
+def _gather_corners() -> list[PreparedCase]:
+    # An index out of range: the prepared form must raise the kernel's REQUIRE.
+    table = np.arange(8, dtype=np.int32).reshape(1, 4, 2)
+    cases = []
+    for name, indices, error in (("in_range", [[3, 0, 3]], ""),
+                                 ("index_out_of_range", [[0, 4, 1]], "REQUIRE 0 <= index < K=4")):
+        module, feeds = _single_op_module("tosa.gather", [table, np.int32(indices)],
+                                          TensorType((1, 3, 2), I32))
+        cases.append(PreparedCase(f"gather_{name}", module, feeds, error))
+    return cases
+
+
+def _prepared_cases() -> list[PreparedCase]:
     from reference_model.kernels import PREPARERS
     from tosa_graphs import single_op_cases
 
-    return single_op_cases(ops=sorted(PREPARERS))
+    return ([PreparedCase(c.id, c.module, c.inputs)
+             for c in single_op_cases(ops=sorted(PREPARERS))]
+            + _clamp_corners() + _float_matmul_corners() + _integer_matmul_corners()
+            + _right_shift_corners() + _mul_corners() + _gather_corners())
 
 
-PREPARED_CASES = _prepared_op_cases()
+PREPARED_CASES = _prepared_cases()
+
+
+def _outcome(module: Module, feeds: list[np.ndarray]) -> list[np.ndarray] | tuple[type, str]:
+    """The run's outputs, or the class and text of the project error it raised."""
+    try:
+        return list(reference_model.run(module, feeds).values())
+    except Tfl2TosaError as exc:
+        return type(exc), str(exc)
 
 
 def _same_bits(mine: np.ndarray, kernel: np.ndarray) -> bool:
@@ -334,26 +322,69 @@ def _same_bits(mine: np.ndarray, kernel: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("case", PREPARED_CASES, ids=[c.id for c in PREPARED_CASES])
 def test_prepared_form_gives_the_kernels_bits(case, monkeypatch):
-    ours = list(reference_model.run(case.module, case.inputs).values())
+    ours = _outcome(case.module, case.inputs)
     with monkeypatch.context() as patch:
         patch.setattr("reference_model.kernels.PREPARERS", {})
         patch.setattr("reference_model.plan.PREPARERS", {})
-        kernel = list(reference_model.run(case.module, case.inputs).values())
+        kernel = _outcome(case.module, case.inputs)
+    if case.error:
+        assert isinstance(ours, tuple) and case.error in ours[1], ours
+        assert ours == kernel, case.id
+        return
+    assert not isinstance(ours, tuple) and not isinstance(kernel, tuple), (ours, kernel)
+    assert len(ours) == len(kernel)
     for mine, theirs in zip(ours, kernel):
         assert _same_bits(mine, theirs), (case.id, mine, theirs)
 
 
-def test_every_preparer_prepares_some_case_of_the_table():
-    """A preparer that declines every case of the table is held to its kernel by
-    nothing: each must prepare at least one."""
-    from reference_model.kernels import PREPARERS
+def _prepared_forms() -> dict[str, CodeType]:
+    """Every prepared form the kernel modules define, by qualified name: each
+    function nested in a module's function that takes `operands` alone (the
+    Prepared signature), which a preparer returns."""
+    import reference_model.kernels as kernels
+
+    forms: dict[str, CodeType] = {}
+
+    def nested(code: CodeType, module: str) -> None:
+        for constant in code.co_consts:
+            if isinstance(constant, CodeType):
+                if constant.co_varnames[:constant.co_argcount] == ("operands",):
+                    forms[f"{module}.{constant.co_qualname}"] = constant
+                nested(constant, module)
+
+    for info in pkgutil.iter_modules(kernels.__path__):
+        module = importlib.import_module(f"reference_model.kernels.{info.name}")
+        for function in vars(module).values():
+            if isinstance(function, FunctionType) and function.__module__ == module.__name__:
+                nested(function.__code__, info.name)
+    return forms
+
+
+def test_every_prepared_form_runs_on_some_case_of_the_table():
+    """A form that no case reaches is held to its kernel by nothing."""
     from reference_model.plan import compile_graph
 
     seen = set()
     for case in PREPARED_CASES:
-        seen.update(s.spec_name for s in compile_graph(case.module.main).steps
+        seen.update(s.prepared.__code__ for s in compile_graph(case.module.main).steps
                     if s.prepared is not None)
-    assert set(PREPARERS) - seen == set()
+    forms = _prepared_forms()
+    assert forms, "no prepared forms found: the scan is broken"
+    assert sorted(name for name, code in forms.items() if code not in seen) == []
+
+
+def test_integer_matmul_is_the_exact_product():
+    # The exact sum of products of the centred operands, which the prepared form
+    # (float work dtype) and the kernel (int64) must both give.
+    for case in _integer_matmul_corners():
+        ours = list(reference_model.run(case.module, case.inputs).values())[0]
+        op = case.module.main.ops[-1]
+        a, b = (case.inputs[0], case.inputs[1] if len(case.inputs) > 1
+                else op.operands[1].owner.attrs["values"])
+        a_zp, b_zp = (int(v.owner.attrs["values"][0]) for v in op.operands[2:4])
+        expected = np.einsum("nhc,ncw->nhw", a.astype(np.int64) - a_zp,
+                             b.astype(np.int64) - b_zp)
+        np.testing.assert_array_equal(ours, expected)
 
 
 def test_a_preparer_that_raises_a_bug_is_not_hidden(monkeypatch):

@@ -1,4 +1,5 @@
-"""Resource variables (tfl2tosa/stateful.py) against the TFLite interpreter, across invocations.
+"""Resource variables (tfl2tosa/passes/resource_variables.py) against the TFLite interpreter,
+across invocations.
 
 Models are written by the TFLite converter from `tf.Variable`s updated in a
 `tf.function` (`experimental_enable_resource_variables`). Both sides are
@@ -26,7 +27,7 @@ from reference_model.evaluator import Evaluator
 from tfl2tosa.pipeline import convert
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.ir.core import Module
-from tfl2tosa.stateful import REASON_ATTR, lower_resource_variables
+from tfl2tosa.passes.resource_variables import REASON_ATTR, lower_resource_variables
 from tfl2tosa.tosa.writer import write_tosa
 from tfl2tosa.validation import compare, float_tolerance
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tfl2tosa.pipeline import convert
-from tfl2tosa.validation import _runtime, validate
+from tfl2tosa.validation import validate
+from tfl2tosa.validation.judge import _runtime
 
 TOOLCHAINS = Path(__file__).resolve().parent.parent / "models" / "toolchains"
 MANIFEST = json.loads((TOOLCHAINS / "manifest.json").read_text())

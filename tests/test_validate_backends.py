@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from tfl2tosa.errors import UsageError
-from tfl2tosa.validation import _runtime, random_input, validate
+from tfl2tosa.validation import random_input, validate
+from tfl2tosa.validation.judge import _runtime
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 CASES = ["demo/mobilenet_tiny_int8", "arch/mobilenet_tiny_int16x8", "arch/lstm_classifier_int8",

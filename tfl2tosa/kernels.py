@@ -7,7 +7,7 @@ the reference resolver lacks one of its op versions. Measured against TF 2.20 on
 x86 where they differ: the scaling of int8 CONV_2D, DEPTHWISE_CONV_2D,
 FULLY_CONNECTED and BATCH_MATMUL and of int16x8 FULLY_CONNECTED
 (legalize.quantized.OPTIMIZED_ROUNDING) and float -> int8/int16 QUANTIZE
-(tfl2tosa.quant.lower). Other optimized kernels are taken
+(tfl2tosa.passes.lower_quant). Other optimized kernels are taken
 to compute what the reference ones do (not measured).
 
 The choice holds for the conversion inside `kernels(name)`; patterns and lowerings

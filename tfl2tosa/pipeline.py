@@ -3,15 +3,19 @@
     load -> check_module -> inline_calls -> lower_resource_variables -> legalize -> CSE/DCE ->
     lower_quant_ops -> strip_func_quant_types -> canonicalize/CSE/DCE -> verify -> write
 
+`PASSES` is that list after `load`; the passes themselves are in
+`tfl2tosa/passes/` (and the legalization in `legalize/`).
+
 The quant casts are lowered before any canonicalization: every qcast/dcast
 here stands for a tensor TFLite really quantizes (an explicit QUANTIZE /
 DEQUANTIZE, or a fallback op's quantized result), so folding
 `dcast(qcast(x)) -> x` would drop TFLite's rounding and saturation of that
 tensor. Once lowered, only scast pairs are left for canonicalize to fold.
 
-Every stage is a plain function over the one IR; `convert` runs them and
-fills a ConversionReport. Nothing is written unless every op converted and
-the verifier passed; files are written atomically (temp file + rename).
+Every stage is a plain function over the one IR; `convert` runs them in
+turn, each timed, and fills a ConversionReport. Nothing is written unless
+every op converted and the verifier passed; files are written atomically
+(temp file + rename).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class ConversionReport:
     ops_out: dict[str, int] = field(default_factory=dict)
     outcomes: list[dict[str, str]] = field(default_factory=list)
     # One entry per STABLEHLO_COMPOSITE: name, loc, version, attributes,
-    # decomposition graph and how it was lowered (legalize.calls).
+    # decomposition graph and how it was lowered (tfl2tosa.passes.inline_calls).
     composites: list[dict[str, Any]] = field(default_factory=list)
     extensions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -128,6 +132,119 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*old)
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """One conversion under way: what it was asked for, and the report its
+    passes fill."""
+
+    report: ConversionReport
+    fallback: bool
+    disabled: frozenset[str]
+    profiles: tuple[str, ...]
+    extensions: tuple[str, ...] | None
+    kernels: str
+
+
+def _check_structure(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.tflite_import.structure import check_module
+
+    check_module(module)
+
+
+def _inline_calls(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.passes.inline_calls import inline_calls
+
+    conversion.report.composites = inline_calls(module).composites
+
+
+def _lower_resource_variables(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.passes.resource_variables import lower_resource_variables
+
+    lower_resource_variables(module)
+
+
+def _legalize(module: Module, conversion: Conversion) -> None:
+    """TFL ops -> TOSA ops and quant casts; ConversionError listing every op that
+    has no pattern."""
+    import legalize
+
+    # Patterns fold constants in IEEE arithmetic, as TFLite's C kernels compute them: a
+    # quantization scale near the float32 limit overflows to inf there too, and numpy's
+    # warning about it would be noise on the user's terminal.
+    with kernels_for(conversion.kernels), np.errstate(over="ignore", under="ignore"):
+        result = legalize.legalize(module, fallback=conversion.fallback,
+                                   disabled=conversion.disabled)
+    report = conversion.report
+    report.outcomes = [asdict(o) for o in result.outcomes]
+    if result.unsupported:
+        lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
+        report.errors = lines
+        kinds = sorted({o.op_name for o in result.unsupported})
+        raise ConversionError(
+            f"{len(lines)} op(s) could not be converted ({', '.join(kinds)}): " + "; ".join(lines),
+            failures=result.unsupported)
+
+
+def _merge_duplicates(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.passes.simplify import cse, dce
+
+    cse(module)
+    dce(module)
+
+
+def _lower_quant_ops(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.passes.lower_quant import lower_quant_ops
+
+    with kernels_for(conversion.kernels):
+        lower_quant_ops(module)
+
+
+def _strip_quant_types(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.passes.strip_quant_types import strip_func_quant_types
+
+    strip_func_quant_types(module)
+
+
+def _simplify(module: Module, conversion: Conversion) -> None:
+    from tfl2tosa.passes.simplify import canonicalize, cse, dce
+
+    canonicalize(module)
+    cse(module)
+    dce(module)
+
+
+def _verify(module: Module, conversion: Conversion) -> None:
+    """The TOSA specification's rules for the chosen profiles; records the
+    extensions the graph needs."""
+    from tfl2tosa.tosa.verify import verify
+
+    needed: set[str] = set()
+    kwargs: dict[str, Any] = {"profile": conversion.profiles, "needed": needed}
+    if conversion.extensions is not None:
+        kwargs["extensions"] = conversion.extensions
+    verify(module, **kwargs)
+    conversion.report.extensions = sorted(needed)
+
+
+Pass = Callable[[Module, Conversion], None]
+
+# What convert runs after import, in order: (stage name in the report's timings
+# and the progress display, pass). Quant casts are lowered before any
+# canonicalization (see the module docstring).
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("check", _check_structure),
+    ("inline_calls", _inline_calls),
+    ("resource_variables", _lower_resource_variables),
+    ("legalize", _legalize),
+    ("simplify", _merge_duplicates),
+    ("lower_quant", _lower_quant_ops),
+    ("strip_quant", _strip_quant_types),
+    ("simplify", _simplify),
+)
+# Run last, unless convert is asked not to verify.
+VERIFY: tuple[str, Pass] = ("verify", _verify)
+
+
 @fewer_collections()
 def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             disabled: set[str] | frozenset[str] = frozenset(),
@@ -149,14 +266,8 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     its types and TFLite location), or VerificationError for a graph that
     breaks the TOSA specification.
     """
-    import legalize
-    from legalize.calls import inline_calls
     from legalize.registry import known_labels
-    from tfl2tosa.passes import canonicalize, cse, dce
-    from tfl2tosa.quant import lower_quant_ops, strip_func_quant_types
-    from tfl2tosa.stateful import lower_resource_variables
     from tfl2tosa.tflite_import import load
-    from tfl2tosa.tflite_import.structure import check_module
 
     if kernels not in KERNELS:
         raise UsageError(f"--kernels {kernels!r}: one of {', '.join(KERNELS)}")
@@ -172,51 +283,12 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
         disabled = frozenset(disabled) | HYBRID_LABELS
     name = os.fspath(source) if not isinstance(source, bytes) else "<bytes>"
     report = ConversionReport(model=name, kernels=kernels, hybrid=hybrid)
+    conversion = Conversion(report, fallback, frozenset(disabled), profiles, extensions,
+                            kernels)
     module = _timed(report, "import", load, source, on_stage=on_stage)
     report.ops_in = op_counts(module)
-    _timed(report, "check", check_module, module, on_stage=on_stage)
-    report.composites = _timed(report, "inline_calls", inline_calls, module,
-                               on_stage=on_stage).composites
-    _timed(report, "resource_variables", lower_resource_variables, module, on_stage=on_stage)
-
-    # Patterns fold constants in IEEE arithmetic, as TFLite's C kernels compute them: a
-    # quantization scale near the float32 limit overflows to inf there too, and numpy's
-    # warning about it would be noise on the user's terminal.
-    with kernels_for(kernels), np.errstate(over="ignore", under="ignore"):
-        result = _timed(report, "legalize", legalize.legalize, module, fallback=fallback,
-                        disabled=disabled, on_stage=on_stage)
-    report.outcomes = [asdict(o) for o in result.outcomes]
-    if result.unsupported:
-        lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
-        report.errors = lines
-        kinds = sorted({o.op_name for o in result.unsupported})
-        raise ConversionError(
-            f"{len(lines)} op(s) could not be converted ({', '.join(kinds)}): " + "; ".join(lines),
-            failures=result.unsupported)
-
-    def simplify() -> None:
-        canonicalize(module)
-        cse(module)
-        dce(module)
-
-    def merge_duplicates() -> None:
-        cse(module)
-        dce(module)
-
-    _timed(report, "simplify", merge_duplicates, on_stage=on_stage)
-    with kernels_for(kernels):
-        _timed(report, "lower_quant", lower_quant_ops, module, on_stage=on_stage)
-    _timed(report, "strip_quant", strip_func_quant_types, module, on_stage=on_stage)
-    _timed(report, "simplify", simplify, on_stage=on_stage)
-    if verify:
-        from tfl2tosa.tosa.verify import verify as verify_tosa
-
-        needed: set[str] = set()
-        kwargs: dict[str, Any] = {"profile": profiles, "needed": needed}
-        if extensions is not None:
-            kwargs["extensions"] = extensions
-        _timed(report, "verify", verify_tosa, module, **kwargs, on_stage=on_stage)
-        report.extensions = sorted(needed)
+    for stage, run in PASSES + ((VERIFY,) if verify else ()):
+        _timed(report, stage, run, module, conversion, on_stage=on_stage)
     report.ops_out = op_counts(module)
     return module, report
 

@@ -10,15 +10,4 @@ arithmetic they share is in `legalize.quantized`.
 # because its uint8 wrapper must see an op before the int8 patterns do.
 MODULES = (
     "data",
-    "activations",
-    "arith",
-    "arith16",
-    "casts",
-    "conv",
-    "matmul",
-    "pooling",
-    "reduce",
-    "resize",
-    "softmax",
-    "lstm",
 )

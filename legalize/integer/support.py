@@ -74,6 +74,18 @@ def require_per_tensor(op: Op, values: Sequence[Value], *storages: str
     return elements
 
 
+def same_quantization(op: Op, values: list[Value], storages: tuple[str, ...]
+                      ) -> UniformQuantized | Failure:
+    """The one per-tensor quantized element all `values` share, or why there is none."""
+    elements = require_per_tensor(op, values, *storages)
+    if isinstance(elements, Failure):
+        return elements
+    if len(set(elements)) != 1:
+        return Failure(f"{op.name}: operands and result differ in quantization, which "
+                       "TFLite's kernel ignores or refuses (left to the fallback)")
+    return elements[0]
+
+
 def require_one_storage(op: Op, values: Sequence[Value], *storages: str
                         ) -> list[UniformQuantized] | Failure:
     """`require_per_tensor`, and one storage type for all of `values`: TFLite's

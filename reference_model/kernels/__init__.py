@@ -18,6 +18,7 @@ import numpy as np
 from reference_model.numerics import holds_anywhere, holds_everywhere
 from tfl2tosa.errors import SpecErrorIf, SpecRequire
 from tfl2tosa.ir.types import ScalarType, ShapeType, TensorType, Type, storage_type
+from tfl2tosa.tosa import rules
 
 
 @dataclass(slots=True)
@@ -40,6 +41,11 @@ class KernelContext:
         if holds_anywhere(condition):
             raise SpecErrorIf(f"{self.where()}: ERROR_IF {message}")
 
+    def check(self, problems: list[str]) -> None:
+        """Raise SpecErrorIf for the first broken rule `problems` names (tfl2tosa.tosa.rules)."""
+        if problems:
+            raise SpecErrorIf(f"{self.where()}: ERROR_IF {problems[0]}")
+
     def require(self, condition: Any, message: str) -> None:
         """Raise SpecRequire unless a specification REQUIRE condition holds everywhere."""
         if not holds_everywhere(condition):
@@ -53,10 +59,9 @@ class KernelContext:
         declared = self.output_shape(index)
         if declared is None or declared == shape:
             return
-        matches = len(declared) == len(shape) and all(
-            d == -1 or d == s for d, s in zip(declared, shape))
-        if not matches:  # the message only when it is needed: kernels call this every run
-            self.error_if(True, f"result shape {list(declared)} is not {list(shape)}")
+        problem = rules.shape_problem("output", declared, shape)
+        if problem:
+            self.error_if(True, problem)
 
     def element(self, index: int = 0, *, output: bool = False) -> ScalarType:
         """The scalar element type of an operand (or result): quantized types give storage."""
@@ -166,20 +171,11 @@ def is_float_dtype(dtype: np.dtype) -> bool:
 def broadcast_shape(ctx: KernelContext, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """The specification's broadcast_shape: equal ranks, each dim equal or 1 (else ERROR_IF);
     and ERROR_IF(shape != broadcast_shape(...)) for the op's declared result shape."""
-    rank = len(shapes[0])
-    # Messages are formatted only when their condition holds: kernels run this every run.
-    if any(len(s) != rank for s in shapes):
-        ctx.error_if(True, f"operand ranks differ ({', '.join(str(len(s)) for s in shapes)}); "
-                           "TOSA broadcasting needs equal ranks")
-    result = list(shapes[0])
-    for shape in shapes[1:]:
-        for i, dim in enumerate(shape):
-            if result[i] == 1:
-                result[i] = dim
-            elif dim != 1 and dim != result[i]:
-                ctx.error_if(True, f"shapes {shapes} do not broadcast in dimension {i}")
-    ctx.expect_output_shape(tuple(result))
-    return tuple(result)
+    result, problem = rules.broadcast_shape(shapes)
+    if problem:
+        ctx.error_if(True, problem)
+    ctx.expect_output_shape(result)
+    return result
 
 
 def float_compute(fn: Callable[..., np.ndarray], out_dtype: np.dtype,

@@ -11,6 +11,7 @@ import numpy as np
 
 from reference_model.kernels import KernelContext, kernel
 from tfl2tosa.errors import ReferenceModelError
+from tfl2tosa.tosa import rules
 
 
 def _runner(ctx: KernelContext):
@@ -20,8 +21,9 @@ def _runner(ctx: KernelContext):
 
 
 def _truth(ctx: KernelContext, condition: np.ndarray, what: str) -> bool:
-    ctx.error_if(np.asarray(condition).size != 1,
-                 f"{what} must hold one boolean, has shape {np.shape(condition)}")
+    problem = rules.condition_problem(what, np.shape(condition))
+    if problem:
+        ctx.error_if(True, problem)
     return bool(np.asarray(condition).reshape(-1)[0])
 
 

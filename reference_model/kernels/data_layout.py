@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
+from tfl2tosa.tosa import rules
 
 
 def _ints(values: np.ndarray) -> list[int]:
@@ -20,16 +21,8 @@ def _ints(values: np.ndarray) -> list[int]:
 @kernel("CONCAT")
 def concat(ctx: KernelContext) -> list[np.ndarray]:
     tensors = ctx.inputs
-    ctx.error_if(not tensors, "CONCAT needs at least one input")
     axis = int(ctx.attrs["axis"])
-    rank = tensors[0].ndim
-    ctx.error_if(axis < 0 or axis >= max(1, rank), f"axis {axis} is out of range for rank {rank}")
-    for i, tensor in enumerate(tensors):
-        ctx.error_if(tensor.ndim != rank, f"input {i} has rank {tensor.ndim}, input 0 has {rank}")
-        for d in range(rank):
-            ctx.error_if(d != axis and tensor.shape[d] != tensors[0].shape[d],
-                         f"input {i} has shape {tensor.shape}, input 0 has "
-                         f"{tensors[0].shape} (only axis {axis} may differ)")
+    ctx.check(rules.concat_problems([t.shape for t in tensors], axis, ctx.output_shape()))
     return [np.concatenate(tensors, axis=axis)]
 
 
@@ -37,42 +30,29 @@ def concat(ctx: KernelContext) -> list[np.ndarray]:
 def pad(ctx: KernelContext) -> list[np.ndarray]:
     x, padding = ctx.inputs[0], _ints(ctx.inputs[1])
     pad_const = np.asarray(ctx.inputs[2]).reshape(-1)[0] if len(ctx.inputs) > 2 else 0
-    ctx.error_if(len(padding) != 2 * x.ndim,
-                 f"padding has {len(padding)} values; rank {x.ndim} needs {2 * x.ndim}")
-    ctx.error_if(any(p < 0 for p in padding), f"negative padding {padding}")
-    # The argument table gives input1 rank 1 to MAX_RANK (Arm's model checks it too).
-    ctx.error_if(x.ndim == 0, "PAD of a rank-0 tensor")
+    ctx.check(rules.pad_problems(x.shape, padding, ctx.output_shape()))
     widths = [(padding[2 * i], padding[2 * i + 1]) for i in range(x.ndim)]
-    ctx.expect_output_shape(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, widths)))
     return [np.pad(x, widths, mode="constant", constant_values=pad_const)]
 
 
 @kernel("RESHAPE")
 def reshape(ctx: KernelContext) -> list[np.ndarray]:
     x, shape = ctx.inputs[0], _ints(ctx.inputs[1])
-    ctx.error_if(any(d < 0 for d in shape), f"shape {shape} has a negative dimension")
-    ctx.error_if(math.prod(shape) != x.size,  # Python integers: no wrap-around
-                 f"shape {shape} holds {math.prod(shape)} elements, the input {x.size}")
+    ctx.check(rules.reshape_problems(x.shape, shape, ctx.output_shape()))
     return [x.reshape(shape)]
 
 
 @kernel("REVERSE")
 def reverse(ctx: KernelContext) -> list[np.ndarray]:
     x, axis = ctx.inputs[0], int(ctx.attrs["axis"])
-    ctx.error_if(axis < 0 or axis >= x.ndim, f"axis {axis} is out of range for rank {x.ndim}")
+    ctx.check(rules.reverse_problems(x.shape, axis, ctx.output_shape()))
     return [np.flip(x, axis=axis)]
 
 
 @kernel("SLICE")
 def slice_(ctx: KernelContext) -> list[np.ndarray]:
     x, start, size = ctx.inputs[0], _ints(ctx.inputs[1]), _ints(ctx.inputs[2])
-    ctx.error_if(len(start) != x.ndim or len(size) != x.ndim,
-                 f"start {start} and size {size} must each have rank {x.ndim} values")
-    for d in range(x.ndim):
-        ctx.error_if(start[d] < 0, f"start[{d}] = {start[d]} < 0")
-        ctx.error_if(size[d] <= 0, f"size[{d}] = {size[d]} <= 0")
-        ctx.error_if(start[d] + size[d] > x.shape[d],
-                     f"start[{d}] + size[{d}] = {start[d] + size[d]} > {x.shape[d]}")
+    ctx.check(rules.slice_problems(x.shape, start, size, ctx.output_shape()))
     window = tuple(slice(s, s + n) for s, n in zip(start, size))
     return [x[window].copy()]
 
@@ -80,18 +60,14 @@ def slice_(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("TILE")
 def tile(ctx: KernelContext) -> list[np.ndarray]:
     x, multiples = ctx.inputs[0], _ints(ctx.inputs[1])
-    ctx.error_if(len(multiples) != x.ndim,
-                 f"multiples {multiples} must have rank {x.ndim} values")
-    ctx.error_if(any(m <= 0 for m in multiples), f"multiples {multiples} must be positive")
-    ctx.expect_output_shape(tuple(d * m for d, m in zip(x.shape, multiples)))
+    ctx.check(rules.tile_problems(x.shape, multiples, ctx.output_shape()))
     return [np.tile(x, multiples) if x.ndim else x.copy()]
 
 
 @kernel("TRANSPOSE")
 def transpose(ctx: KernelContext) -> list[np.ndarray]:
     x, perms = ctx.inputs[0], [int(p) for p in ctx.attrs["perms"]]
-    ctx.error_if(sorted(perms) != list(range(x.ndim)),
-                 f"perms {perms} is not a permutation of 0..{x.ndim - 1}")
+    ctx.check(rules.transpose_problems(x.shape, perms, ctx.output_shape()))
     return [np.transpose(x, perms).copy()]
 
 

@@ -21,6 +21,7 @@ from reference_model.kernels import (
     kernel,
     prepared,
 )
+from tfl2tosa.tosa import rules
 
 
 @kernel("ABS")
@@ -71,13 +72,11 @@ def negate(ctx: KernelContext) -> list[np.ndarray]:
     ctx.expect_output_shape(x.shape)
     input_zp = _scalar(ctx.inputs[1]) if len(ctx.inputs) > 1 else 0
     output_zp = _scalar(ctx.inputs[2]) if len(ctx.inputs) > 2 else 0
+    element = ctx.element(0).name
+    ctx.check([p for p in (rules.zero_point_problem("input1_zp", element, input_zp),
+                           rules.zero_point_problem("output_zp", element, output_zp)) if p])
     if is_float_dtype(x.dtype):
-        ctx.error_if(input_zp != 0 or output_zp != 0, "float NEGATE with non-zero zero points")
         return [float_compute(np.negative, x.dtype, x)]
-    ctx.error_if(x.dtype != np.int8 and input_zp != 0,
-                 f"input1_zp is {input_zp}; only i8 may have a zero point")
-    ctx.error_if(x.dtype != np.int8 and output_zp != 0,
-                 f"output_zp is {output_zp}; only i8 may have a zero point")
     # acc_t is i32 for every integer mode: each step REQUIREs no i32 overflow.
     value = x.astype(np.int64) - input_zp
     _require_i32(ctx, value, "x - input1_zp")

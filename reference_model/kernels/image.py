@@ -8,7 +8,8 @@ import numpy as np
 
 from reference_model import numerics
 from reference_model.kernels import KernelContext, kernel
-from tfl2tosa.ir.types import DYNAMIC, TensorType, numpy_dtype
+from tfl2tosa.ir.types import numpy_dtype
+from tfl2tosa.tosa import rules
 
 
 @dataclass(frozen=True)
@@ -33,24 +34,8 @@ def _axis(out_size: int, in_size: int, scale_n: int, scale_d: int, offset: int) 
     return _Axis(scale_n, remainder, np.maximum(index, 0), np.minimum(index + 1, in_size - 1))
 
 
-def _check_and_size(ctx: KernelContext, what: str, in_size: int, scale_n: int, scale_d: int,
-                    offset: int, border: int, declared: int | None) -> int:
-    ctx.error_if(scale_n <= 0 or scale_d <= 0, f"{what} scale {scale_n}/{scale_d} must be > 0")
-    ctx.error_if(scale_n > 1 << 11, f"{what} scale numerator {scale_n} exceeds 2048")
-    ctx.error_if(scale_d >= 16 * scale_n, f"{what} downscale {scale_n}/{scale_d} below 1/16")
-    ctx.error_if(offset < -scale_n or offset >= 16 * scale_n,
-                 f"{what} offset {offset} outside [-{scale_n}, {16 * scale_n})")
-    ctx.error_if(border < -16 * scale_n or border >= scale_n,
-                 f"{what} border {border} outside [-{16 * scale_n}, {scale_n})")
-    numerator = (in_size - 1) * scale_n - offset + border
-    ctx.error_if(numerator % scale_d != 0,
-                 f"{what}: (in - 1) * scale_n - offset + border = {numerator} is not a multiple "
-                 f"of scale_d = {scale_d}")
-    size = numerator // scale_d + 1
-    ctx.error_if(declared not in (None, DYNAMIC) and declared != size,
-                 f"{what} output size {declared} should be {size}")
-    ctx.error_if(size < 1, f"{what} output size {size} must be >= 1")
-    return size
+def _output_size(in_size: int, scale_n: int, scale_d: int, offset: int, border: int) -> int:
+    return ((in_size - 1) * scale_n - offset + border) // scale_d + 1
 
 
 @kernel("RESIZE")
@@ -68,20 +53,15 @@ def resize(ctx: KernelContext) -> list[np.ndarray]:
     offset = [int(v) for v in np.asarray(ctx.inputs[2]).reshape(-1)]
     border = [int(v) for v in np.asarray(ctx.inputs[3]).reshape(-1)]
     mode = ctx.attrs["mode"]
-    ctx.error_if(x.ndim != 4, "input must be [N,IH,IW,C]")
-    ctx.error_if(len(scale) != 4 or len(offset) != 2 or len(border) != 2,
-                 "scale needs 4 values, offset and border 2")
     ctx.error_if(mode not in ("NEAREST", "BILINEAR"), f"unknown mode {mode!r}")
     source, target = ctx.element(0), ctx.element(0, output=True)
     ctx.error_if(source.is_float and source != target, "float RESIZE keeps the input type")
-    out_type = ctx.output_types[0]
-    declared = out_type.shape if isinstance(out_type, TensorType) and out_type.shape else None
+    problems = rules.resize_problems(x.shape, ctx.output_shape(), scale, offset, border)
+    if problems:
+        ctx.error_if(True, problems[0])
     _, in_h, in_w, _ = x.shape
-    out_h = _check_and_size(ctx, "height", in_h, scale[0], scale[1], offset[0], border[0],
-                            declared[1] if declared else None)
-    out_w = _check_and_size(ctx, "width", in_w, scale[2], scale[3], offset[1], border[1],
-                            declared[2] if declared else None)
-    ctx.error_if(max(out_h, out_w, in_h, in_w) >= 16384, "image dimensions must be < 16384")
+    out_h = _output_size(in_h, scale[0], scale[1], offset[0], border[0])
+    out_w = _output_size(in_w, scale[2], scale[3], offset[1], border[1])
     rows = _axis(out_h, in_h, scale[0], scale[1], offset[0])
     cols = _axis(out_w, in_w, scale[2], scale[3], offset[1])
     out_dtype = numpy_dtype(target)

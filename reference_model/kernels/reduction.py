@@ -30,14 +30,13 @@ from reference_model.kernels import (
     kernel,
     prepared,
 )
+from tfl2tosa.tosa import rules
 
 
 def _axis(ctx: KernelContext) -> int:
     x = ctx.inputs[0]
     axis = int(ctx.attrs["axis"])
-    ctx.error_if(axis < 0 or axis >= max(x.ndim, 1),
-                 f"axis {axis} is out of range for rank {x.ndim}")
-    ctx.expect_output_shape(x.shape[:axis] + (1,) + x.shape[axis + 1:])
+    ctx.check(rules.reduce_problems(x.shape, axis, ctx.output_shape()))
     return axis
 
 

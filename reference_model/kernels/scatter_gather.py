@@ -9,22 +9,18 @@ from __future__ import annotations
 import numpy as np
 
 from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
+from tfl2tosa.tosa import rules
 
 
 def _check_indices(ctx: KernelContext, indices: np.ndarray, n: int, k: int) -> None:
-    ctx.error_if(indices.ndim != 2 or indices.shape[0] != n,
-                 f"indices shape {indices.shape} must be [N={n}, W]")
     ctx.require((indices >= 0) & (indices < k), f"0 <= index < K={k}")
 
 
 @kernel("GATHER")
 def gather(ctx: KernelContext) -> list[np.ndarray]:
     values, indices = ctx.inputs
-    ctx.error_if(values.ndim != 3, f"values must be [N,K,C], got shape {values.shape}")
+    ctx.check(rules.gather_problems(values.shape, indices.shape, ctx.output_shape()))
     n, k, c = values.shape
-    ctx.error_if(indices.ndim != 2 or indices.shape[0] != n,
-                 f"indices shape {indices.shape} must be [N={n}, W]")
-    ctx.expect_output_shape((n, indices.shape[1], c))
     _check_indices(ctx, indices, n, k)
     rows = np.arange(n)[:, None]
     return [values[rows, indices.astype(np.int64)]]
@@ -33,14 +29,9 @@ def gather(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("SCATTER")
 def scatter(ctx: KernelContext) -> list[np.ndarray]:
     values_in, indices, updates = ctx.inputs
-    ctx.error_if(values_in.ndim != 3, f"values_in must be [N,K,C], got {values_in.shape}")
+    ctx.check(rules.scatter_problems(values_in.shape, indices.shape, updates.shape,
+                                     ctx.output_shape()))
     n, k, c = values_in.shape
-    ctx.error_if(indices.ndim != 2 or indices.shape[0] != n,
-                 f"indices shape {indices.shape} must be [N={n}, W]")
-    w = indices.shape[1]
-    ctx.error_if(updates.shape != (n, w, c),
-                 f"input shape {updates.shape} must be [N,W,C] = {(n, w, c)}")
-    ctx.expect_output_shape((n, k, c))
     _check_indices(ctx, indices, n, k)
     # Each output position may be written at most once: indices unique per batch
     # (sorted along W, no two neighbours equal). The first batch that repeats one is named.

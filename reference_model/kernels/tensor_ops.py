@@ -42,7 +42,8 @@ from reference_model.kernels import (
     prepared,
 )
 from tfl2tosa.errors import SpecErrorIf
-from tfl2tosa.ir.types import DYNAMIC, ScalarType, TensorType, numpy_dtype, scalar_type
+from tfl2tosa.ir.types import ScalarType, numpy_dtype, scalar_type
+from tfl2tosa.tosa import rules
 from tfl2tosa.tosa.ops import ACC_TYPE_ELEMENT
 
 # Above this many elements the im2col patch matrix is not built; taps are summed one by one.
@@ -63,41 +64,14 @@ def _zero_point(ctx: KernelContext, index: int, element: ScalarType, name: str) 
     value = np.asarray(ctx.inputs[index]).reshape(-1)
     ctx.error_if(value.size != 1, f"{name} must have one element")
     zp = int(value[0]) if element.is_integer else float(value[0])
-    ctx.error_if(element.name != "i8" and zp != 0, f"{name} must be 0 for {element} tensors")
+    problem = rules.zero_point_problem(name, element.name, zp)
+    if problem:
+        ctx.error_if(True, problem)
     return zp
 
 
 def _output_dtype(ctx: KernelContext, index: int = 0) -> np.dtype:
     return numpy_dtype(ctx.output_types[index].element)
-
-
-def _declared_dims(ctx: KernelContext, rank: int) -> tuple[int, ...] | None:
-    """The declared result shape (None if unranked); ERROR_IF its rank is not `rank`."""
-    out = ctx.output_types[0]
-    if not isinstance(out, TensorType) or out.shape is None:
-        return None
-    ctx.error_if(len(out.shape) != rank, f"result has rank {len(out.shape)}, not {rank}")
-    return out.shape
-
-
-def _sliding_size(ctx: KernelContext, dimension: int, numerator: int, stride: int,
-                  declared: int | None) -> int:
-    """ERROR_IF(declared != idiv_check(numerator, stride) + 1): the output size is exact.
-
-    (Messages are formatted only for a condition that holds: compiling a model
-    checks thousands of these.)"""
-    if numerator < 0:
-        ctx.error_if(True, f"spatial dimension {dimension}: the kernel does not fit the "
-                           "padded input")
-    if numerator % stride != 0:
-        ctx.error_if(True, f"spatial dimension {dimension}: (input - 1 + pads - (kernel - 1)"
-                           f" * dilation) = {numerator} is not a multiple of the stride "
-                           f"{stride}")
-    size = numerator // stride + 1
-    if declared not in (None, DYNAMIC) and declared != size:
-        ctx.error_if(True, f"spatial dimension {dimension}: output size {declared} should "
-                           f"be {size}")
-    return size
 
 
 def _window_slice(start: int, count: int, stride: int) -> slice:
@@ -190,8 +164,6 @@ def _finish(ctx: KernelContext, acc: np.ndarray, bias: np.ndarray, channels: int
             accumulation: _Accumulation) -> np.ndarray:
     """out = static_cast<out_t>(acc) + bias[oc or 0] (apply_add_s<out_t> for integers)."""
     bias = np.asarray(bias).reshape(-1)
-    ctx.error_if(bias.size not in (1, channels), f"bias has {bias.size} elements, "
-                 f"expected 1 or {channels}")
     out_dtype = _output_dtype(ctx)
     if accumulation.integer:
         # acc itself fits acc_t: it is the last partial sum, which the caller checked.
@@ -228,25 +200,17 @@ class _Window:
         return padded[index]
 
 
-def _window(ctx: KernelContext, spatial_in: Sequence[int], kernel: Sequence[int],
-            pad: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
-            declared: Sequence[int | None]) -> _Window:
+def _window(ctx: KernelContext | type[_Unlocated], spatial_in: Sequence[int],
+            kernel: Sequence[int], pad: Sequence[int], stride: Sequence[int],
+            dilation: Sequence[int], declared: Sequence[int | None]) -> _Window:
     dims = len(spatial_in)
-    if len(pad) != 2 * dims or len(stride) != dims or len(dilation) != dims:
-        ctx.error_if(True, f"pad/stride/dilation must have {2 * dims}/{dims}/{dims} values")
-    if min(pad, default=0) < 0:
-        ctx.error_if(True, f"pad {list(pad)} must be >= 0")
-    if min(stride, default=1) < 1:
-        ctx.error_if(True, f"stride {list(stride)} must be >= 1")
-    if min(dilation, default=1) < 1:
-        ctx.error_if(True, f"dilation {list(dilation)} must be >= 1")
+    ctx.check(rules.attribute_problems(pad, "pad", 2 * dims, 0)
+           + rules.attribute_problems(stride, "stride", dims, 1)
+           + rules.attribute_problems(dilation, "dilation", dims, 1))
+    out, problems = rules.window_sizes(spatial_in, kernel, pad, stride, dilation, declared)
+    ctx.check(problems)
     pairs = tuple((pad[2 * i], pad[2 * i + 1]) for i in range(dims))
-    out = tuple(
-        _sliding_size(ctx, i,
-                      spatial_in[i] - 1 + sum(pairs[i]) - (kernel[i] - 1) * dilation[i],
-                      stride[i], declared[i])
-        for i in range(dims))
-    return _Window(tuple(kernel), tuple(stride), tuple(dilation), pairs, out)
+    return _Window(tuple(kernel), tuple(stride), tuple(dilation), pairs, tuple(out))
 
 
 def _pad_spatial(x: np.ndarray, pad: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -347,14 +311,13 @@ def _conv_nd(ctx: KernelContext, dims: int) -> list[np.ndarray]:
     in_element, w_element = ctx.element(0), ctx.element(1)
     in_zp = _zero_point(ctx, 3, in_element, "input_zp")
     w_zp = _zero_point(ctx, 4, w_element, "weight_zp")
-    ctx.error_if(x.ndim != dims + 2 or w.ndim != dims + 2,
-                 f"input and weight must have rank {dims + 2}")
-    ctx.error_if(w.shape[-1] != x.shape[-1],
-                 f"weight has {w.shape[-1]} input channels, input has {x.shape[-1]}")
-    declared = _declared_dims(ctx, dims + 2)
+    pad, stride, dilation = ctx.attrs["pad"], ctx.attrs["stride"], ctx.attrs["dilation"]
+    declared = ctx.output_shape()
+    ctx.check(rules.convolution_problems(ctx.op_name, x.shape, w.shape, np.shape(bias),
+                                           declared, pad, stride, dilation))
     spatial_declared = declared[1:1 + dims] if declared else (None,) * dims
-    window = _window(ctx, x.shape[1:1 + dims], w.shape[1:1 + dims], ctx.attrs["pad"],
-                     ctx.attrs["stride"], ctx.attrs["dilation"], spatial_declared)
+    window = _window(ctx, x.shape[1:1 + dims], w.shape[1:1 + dims], pad, stride, dilation,
+                     spatial_declared)
     accumulation = _accumulation(_acc_type(ctx))
     if accumulation.integer:
         x, w = _centered(x, in_zp, True), _centered(w, w_zp, True)
@@ -391,12 +354,12 @@ def depthwise_conv2d(ctx: KernelContext) -> list[np.ndarray]:
     in_element, w_element = ctx.element(0), ctx.element(1)
     in_zp = _zero_point(ctx, 3, in_element, "input_zp")
     w_zp = _zero_point(ctx, 4, w_element, "weight_zp")
-    ctx.error_if(x.ndim != 4 or w.ndim != 4, "input and weight must have rank 4")
-    ctx.error_if(w.shape[2] != x.shape[3], f"weight has {w.shape[2]} channels, input has "
-                 f"{x.shape[3]}")
-    declared = _declared_dims(ctx, 4)
-    window = _window(ctx, x.shape[1:3], w.shape[0:2], ctx.attrs["pad"], ctx.attrs["stride"],
-                     ctx.attrs["dilation"], declared[1:3] if declared else (None, None))
+    pad, stride, dilation = ctx.attrs["pad"], ctx.attrs["stride"], ctx.attrs["dilation"]
+    declared = ctx.output_shape()
+    ctx.check(rules.convolution_problems("DEPTHWISE_CONV2D", x.shape, w.shape, np.shape(bias),
+                                           declared, pad, stride, dilation))
+    window = _window(ctx, x.shape[1:3], w.shape[0:2], pad, stride, dilation,
+                     declared[1:3] if declared else (None, None))
     accumulation = _accumulation(_acc_type(ctx))
     integer = accumulation.integer
     taps = w.shape[0] * w.shape[1]
@@ -448,23 +411,12 @@ def transpose_conv2d(ctx: KernelContext) -> list[np.ndarray]:
     in_element, w_element = ctx.element(0), ctx.element(1)
     in_zp = _zero_point(ctx, 3, in_element, "input_zp")
     w_zp = _zero_point(ctx, 4, w_element, "weight_zp")
-    ctx.error_if(x.ndim != 4 or w.ndim != 4, "input and weight must have rank 4")
-    ctx.error_if(w.shape[3] != x.shape[3], f"weight has {w.shape[3]} input channels, input "
-                 f"has {x.shape[3]}")
     out_pad, stride = list(ctx.attrs["out_pad"]), list(ctx.attrs["stride"])
-    ctx.error_if(len(out_pad) != 4 or len(stride) != 2, "out_pad needs 4 values, stride 2")
+    ctx.check(rules.transpose_conv2d_problems(x.shape, w.shape, np.shape(bias),
+                                                ctx.output_shape(), out_pad, stride))
     kernel_hw = w.shape[1:3]
-    ctx.error_if(out_pad[0] <= -kernel_hw[0] or out_pad[1] <= -kernel_hw[0]
-                 or out_pad[2] <= -kernel_hw[1] or out_pad[3] <= -kernel_hw[1],
-                 f"out_pad {out_pad} must be > -kernel size")
-    ctx.error_if(stride[0] < 1 or stride[1] < 1, f"stride {stride} must be >= 1")
     out_hw = tuple((x.shape[1 + i] - 1) * stride[i] + out_pad[2 * i] + out_pad[2 * i + 1]
                    + kernel_hw[i] for i in range(2))
-    declared = _declared_dims(ctx, 4)
-    for i, size in enumerate(out_hw):
-        given = declared[1 + i] if declared else None
-        ctx.error_if(given not in (None, DYNAMIC) and given != size,
-                     f"output size {given} should be {size} in spatial dimension {i}")
     accumulation = _accumulation(_acc_type(ctx))
     integer = accumulation.integer
     xc, wc = _centered(x, in_zp, integer), _centered(w, w_zp, integer)
@@ -527,9 +479,7 @@ def matmul(ctx: KernelContext) -> list[np.ndarray]:
     element = ctx.element(0)
     a_zp = _zero_point(ctx, 2, element, "A_zp")
     b_zp = _zero_point(ctx, 3, ctx.element(1), "B_zp")
-    ctx.error_if(a.ndim != 3 or b.ndim != 3, "A and B must have rank 3")
-    ctx.error_if(a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1],
-                 f"A {list(a.shape)} and B {list(b.shape)} do not multiply")
+    ctx.check(rules.matmul_problems(a.shape, b.shape, ctx.output_shape()))
     out_element = ctx.element(0, output=True)
     out_dtype = _output_dtype(ctx)
     integer = element.is_integer
@@ -624,14 +574,8 @@ def _prepared_float_matmul(a_zp: float, b_zp: float, out_dtype: np.dtype) -> Pre
 
 def _pool_window(ctx: KernelContext, x: np.ndarray) -> _Window:
     kernel_hw, stride, pad = ctx.attrs["kernel"], ctx.attrs["stride"], ctx.attrs["pad"]
-    ctx.error_if(x.ndim != 4, "input must have rank 4")
-    ctx.error_if(len(kernel_hw) != 2 or len(stride) != 2 or len(pad) != 4,
-                 "kernel and stride need 2 values, pad 4")
-    ctx.error_if(kernel_hw[0] < 1 or kernel_hw[1] < 1, f"kernel {list(kernel_hw)} must be >= 1")
-    ctx.error_if(pad[0] >= kernel_hw[0] or pad[1] >= kernel_hw[0]
-                 or pad[2] >= kernel_hw[1] or pad[3] >= kernel_hw[1],
-                 f"pad {list(pad)} must be smaller than the kernel {list(kernel_hw)}")
-    declared = _declared_dims(ctx, 4)
+    declared = ctx.output_shape()
+    ctx.check(rules.pool2d_problems(x.shape, declared, kernel_hw, stride, pad))
     return _window(ctx, x.shape[1:3], kernel_hw, pad, stride, (1, 1),
                    declared[1:3] if declared else (None, None))
 
@@ -720,7 +664,7 @@ def argmax(ctx: KernelContext) -> list[np.ndarray]:
     """
     x = ctx.inputs[0]
     axis = int(ctx.attrs["axis"])
-    ctx.error_if(axis < 0 or axis >= x.ndim, f"axis {axis} out of range for rank {x.ndim}")
+    ctx.check(rules.argmax_problems(x.shape, axis, ctx.output_shape()))
     out_dtype = _output_dtype(ctx)
     ctx.require(x.shape[axis] - 1 <= np.iinfo(out_dtype).max, "the index fits the output type")
     if ctx.element(0).is_integer:
@@ -737,11 +681,6 @@ def argmax(ctx: KernelContext) -> list[np.ndarray]:
 # FFT
 
 
-def _require_power_of_two(ctx: KernelContext, height: int, width: int) -> None:
-    for name, size in (("H", height), ("W", width)):
-        ctx.error_if(size < 1 or size & (size - 1) != 0, f"{name} = {size} is not a power of two")
-
-
 @kernel("FFT2D")
 def fft2d(ctx: KernelContext) -> list[np.ndarray]:
     """FFT2D: unnormalized 2-D DFT of input_real + i*input_imag over [H, W], per batch.
@@ -750,9 +689,8 @@ def fft2d(ctx: KernelContext) -> list[np.ndarray]:
     1/(H*W) factor. Computed in complex128 and rounded once to the output type.
     """
     real, imag = ctx.inputs[0], ctx.inputs[1]
-    ctx.error_if(real.ndim != 3 or real.shape != imag.shape,
-                 "input_real and input_imag must be [N,H,W] of one shape")
-    _require_power_of_two(ctx, real.shape[1], real.shape[2])
+    ctx.check(rules.fft_problems("FFT2D", real.shape, imag.shape,
+                                   [ctx.output_shape(0), ctx.output_shape(1)]))
     values = real.astype(np.float64) + 1j * imag.astype(np.float64)
     if ctx.attrs.get("inverse", False):
         result = np.fft.ifft2(values, axes=(1, 2)) * (real.shape[1] * real.shape[2])
@@ -771,9 +709,9 @@ def rfft2d(ctx: KernelContext) -> list[np.ndarray]:
     pseudocode writes it (those bins of a real signal are real).
     """
     real = ctx.inputs[0]
-    ctx.error_if(real.ndim != 3, "input_real must be [N,H,W]")
+    ctx.check(rules.fft_problems("RFFT2D", real.shape, None,
+                                   [ctx.output_shape(0), ctx.output_shape(1)]))
     height, width = real.shape[1], real.shape[2]
-    _require_power_of_two(ctx, height, width)
     result = np.fft.rfft2(real.astype(np.float64), axes=(1, 2))
     imag = result.imag.copy()
     rows = np.array(sorted({0, height // 2}))
@@ -827,6 +765,11 @@ class _Unlocated:
     def error_if(condition: bool, message: str) -> None:
         if condition:
             raise SpecErrorIf(message)
+
+    @staticmethod
+    def check(problems: list[str]) -> None:
+        if problems:
+            raise SpecErrorIf(problems[0])
 
 
 @functools.lru_cache(maxsize=256)

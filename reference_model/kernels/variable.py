@@ -10,6 +10,7 @@ import numpy as np
 
 from reference_model.kernels import KernelContext, kernel
 from tfl2tosa.ir.types import numpy_dtype, scalar_type
+from tfl2tosa.tosa import rules
 
 
 @kernel("VARIABLE")
@@ -24,8 +25,9 @@ def variable(ctx: KernelContext) -> list[np.ndarray]:
         ctx.variables[name] = np.zeros(shape, dtype=dtype)
     else:
         initial = np.asarray(initial)
-        ctx.error_if(initial.shape != shape,
-                     f"initial_value of {name!r} has shape {initial.shape}, var_shape is {shape}")
+        problem = rules.initial_value_problem(name, initial.shape, shape)
+        if problem:
+            ctx.error_if(True, problem)
         ctx.variables[name] = initial.copy()
     return []
 

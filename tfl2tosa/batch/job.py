@@ -61,8 +61,10 @@ def warm_up_modules(job: Job, validate: bool) -> tuple[str, ...]:
     # What convert() and emit() import when first called, and every module
     # they import on demand (pattern families, TFLite schema tables): imported
     # in a fork, a module would be imported again for every model.
-    modules = ("tfl2tosa.pipeline", "legalize", "legalize.calls", "tfl2tosa.passes",
-               "tfl2tosa.quant", "tfl2tosa.stateful", "tfl2tosa.tflite_import",
+    modules = ("tfl2tosa.pipeline", "legalize", "legalize.calls",
+               "tfl2tosa.passes.inline_calls", "tfl2tosa.passes.resource_variables",
+               "tfl2tosa.passes.simplify", "tfl2tosa.passes.lower_quant",
+               "tfl2tosa.passes.strip_quant_types", "tfl2tosa.quant", "tfl2tosa.tflite_import",
                "tfl2tosa.tosa.verify", "tfl2tosa.tosa.writer", "tfl2tosa.tosa.mlir",
                "tfl2tosa.tflite_import.structure", "tfl2tosa.quant.canonicalize",
                "tfl2tosa.tflite_import:load_whole_schema", *_pattern_families())

@@ -9,7 +9,7 @@ pipe (a result) and process sentinel (death) with a deadline (`timeout`):
   SIGKILL came from outside (the kernel's OOM killer);
 - the deadline passes: the worker is killed, status timeout. The deadline runs
   from the moment the worker can start the model: a fresh worker's start-up
-  and imports (TensorFlow's: seconds) are not the model's time; a worker
+  and imports (TensorFlow's above all) are not the model's time; a worker
   that is not ready within STARTUP_LIMIT is killed, and its model reported
   as timed out with that reason.
 

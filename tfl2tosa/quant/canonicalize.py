@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.passes import canonicalization
+from tfl2tosa.passes.simplify import canonicalization
 from tfl2tosa.quant.ops import DCAST, QCAST, SCAST
 
 

@@ -1,10 +1,15 @@
-"""Typed constructors for TOSA ops, for legalization patterns.
+"""Typed constructors for TOSA ops, for legalization patterns and lowerings.
 
 Every helper goes through `op()`, which checks the operand count and the
 attribute names against the op table, so a pattern cannot build an op the
 specification does not define. Zero points, shifts, multipliers and pad values
 become `tosa.const` operands and shape lists `tosa.const_shape` operands, as
 TOSA 1.0 requires.
+
+`Elementwise` is the one builder for expressions of elementwise ops: it aligns
+ranks, makes broadcast constants, infers result types, and holds the exact
+building blocks several lowerings share (rounding half away from zero, a
+correctly rounded division, an exact floor division).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from tfl2tosa.errors import IRError
 from tfl2tosa.ir.builder import Builder
 from tfl2tosa.ir.core import Value
 from tfl2tosa.ir.types import (
+    DYNAMIC,
     ElementType,
     ScalarType,
     scalar_type,
@@ -249,3 +255,309 @@ def rescale(b: Builder, x: Value, multiplier: int | Sequence[int], shift: int | 
     return op(b, "tosa.rescale", operands, out_type, scale32=scale32,
               rounding_mode=rounding_mode, per_channel=per_channel,
               input_unsigned=input_unsigned, output_unsigned=output_unsigned)
+
+
+# ---------------------------------------------------------------------------
+# Expressions
+
+
+def constant_value(value: Value) -> np.ndarray | None:
+    """The array behind `value` if it is produced by a constant op, else None.
+
+    Sparse and packed-int4 constants hold only their stored bytes, not the
+    tensor's values, so they count as non-constant here.
+    """
+    owner = value.owner
+    if owner is not None and owner.name in ("tfl.pseudo_const", "tosa.const"):
+        if owner.attrs.get("sparsity") is not None or owner.attrs.get("packed_int4"):
+            return None
+        array = owner.attrs.get("value", owner.attrs.get("values"))
+        return None if array is None else np.asarray(array)
+    return None
+
+
+def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """Numpy/TFLite broadcasting of right-aligned shapes. A dynamic dim (-1) against
+    a size other than 1 stays dynamic: only the run time knows it."""
+    rank = max((len(s) for s in shapes), default=0)
+    aligned = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    result = []
+    for dims in zip(*aligned):
+        sizes = set(dims) - {1}
+        if len(sizes) > 1 and not (len(sizes) == 2 and DYNAMIC in sizes):
+            raise IRError(f"shapes {[list(s) for s in shapes]} do not broadcast")
+        result.append(DYNAMIC if DYNAMIC in sizes else sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+# Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
+# splits a value into two halves whose products are exact (Dekker 1971).
+_SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
+
+
+class Elementwise:
+    """Builds elementwise TOSA ops at one rank.
+
+    Operands of lower rank are reshaped with leading 1s (constants are
+    re-made with the new shape instead), scalars become `[1] * rank`
+    constants, and every result type is the broadcast of its operands with
+    the first operand's element type unless one is given.
+    """
+
+    def __init__(self, rw: Builder, rank: int) -> None:
+        self.rw = rw
+        self.rank = rank
+        self._splits: dict[int, tuple[Value, Value]] = {}
+
+    # -- operands and constants
+
+    def operand(self, value: Value) -> Value:
+        t = _tensor_type(value)
+        if t.shape is None or len(t.shape) == self.rank:
+            return value
+        shape = (1,) * (self.rank - len(t.shape)) + tuple(t.shape)
+        array = constant_value(value)
+        if array is not None:
+            return const(self.rw, np.asarray(array).reshape(shape), t.element)
+        return reshape(self.rw, value, shape)
+
+    def const(self, value: float | bool, elem: ElementType) -> Value:
+        """A scalar constant of `elem`, shaped [1] * rank."""
+        return const(self.rw, np.full((1,) * self.rank, value, dtype=numpy_dtype(elem)), elem)
+
+    def like(self, value: float | bool, other: Value) -> Value:
+        """A scalar constant of `other`'s element type."""
+        return self.const(value, _tensor_type(other).element)
+
+    def full(self, array: np.ndarray, elem: ElementType) -> Value:
+        return const(self.rw, np.asarray(array, dtype=numpy_dtype(elem)), elem)
+
+    def per_axis(self, values: Sequence[float], axis: int | None, elem: ElementType) -> Value:
+        """`values` along `axis` with size 1 elsewhere; with no axis, the scalar values[0]."""
+        if axis is None:
+            return self.const(values[0], elem)
+        shape = [1] * self.rank
+        shape[axis] = len(values)
+        array = np.asarray(values, dtype=np.float64).reshape(shape).astype(numpy_dtype(elem))
+        return const(self.rw, array, elem)
+
+    # -- generic ops
+
+    def _type(self, values: Sequence[Value], elem: ElementType | None = None) -> TensorType:
+        types = [_tensor_type(v) for v in values]
+        shape = broadcast_shape(*(t.shape for t in types))
+        return TensorType(shape, types[0].element if elem is None else elem)
+
+    def binary(self, name: str, a: Value, b: Value | float, elem: ElementType | None = None,
+               **attrs: object) -> Value:
+        """`name` on a and b; a number b becomes a constant of a's element type."""
+        if not isinstance(b, Value):
+            b = self.like(b, a)
+        return op(self.rw, name, [a, b], self._type([a, b], elem), **attrs)
+
+    def unary(self, name: str, a: Value) -> Value:
+        return op(self.rw, name, [a], _tensor_type(a))
+
+    # -- arithmetic (a, b already at this rank)
+
+    def add(self, a: Value, b: Value | float) -> Value:
+        return self.binary("tosa.add", a, b)
+
+    def sub(self, a: Value, b: Value | float) -> Value:
+        return self.binary("tosa.sub", a, b)
+
+    def mul(self, a: Value, b: Value, shift: int = 0) -> Value:
+        """MUL; integer operands give an i32 product, `shift` (i32 only) rounds it right."""
+        integer = storage_type(_tensor_type(a).element).is_integer
+        return mul(self.rw, a, b, shift, self._type([a, b], i32 if integer else None))
+
+    def intdiv(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.intdiv", a, b)
+
+    def maximum(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.maximum", a, b, nan_mode="PROPAGATE")
+
+    def minimum(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.minimum", a, b, nan_mode="PROPAGATE")
+
+    def pow(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.pow", a, b)
+
+    def abs(self, a: Value) -> Value:
+        return self.unary("tosa.abs", a)
+
+    def negate(self, a: Value) -> Value:
+        elem = _tensor_type(a).element
+        zp, zp_out = zero_point(self.rw, 0, elem), zero_point(self.rw, 0, elem)
+        return op(self.rw, "tosa.negate", [a, zp, zp_out], _tensor_type(a))
+
+    def floor(self, a: Value) -> Value:
+        return self.unary("tosa.floor", a)
+
+    def ceil(self, a: Value) -> Value:
+        return self.unary("tosa.ceil", a)
+
+    def reciprocal(self, a: Value) -> Value:
+        return self.unary("tosa.reciprocal", a)
+
+    def rsqrt(self, a: Value) -> Value:
+        return self.unary("tosa.rsqrt", a)
+
+    def cast(self, a: Value, elem: ElementType) -> Value:
+        if _tensor_type(a).element == elem:
+            return a
+        return cast(self.rw, a, elem)
+
+    # -- integer bits (i32 unless said otherwise)
+
+    def shift_right(self, a: Value, b: Value | int, round: bool = False) -> Value:
+        """ARITHMETIC_RIGHT_SHIFT; `round` adds the last bit shifted out (half up)."""
+        return self.binary("tosa.arithmetic_right_shift", a, b, round=round)
+
+    def shift_left(self, a: Value, b: Value | int) -> Value:
+        return self.binary("tosa.logical_left_shift", a, b)
+
+    def bitwise_and(self, a: Value, b: Value | int) -> Value:
+        return self.binary("tosa.bitwise_and", a, b)
+
+    def bitwise_xor(self, a: Value, b: Value | int) -> Value:
+        return self.binary("tosa.bitwise_xor", a, b)
+
+    def saturate(self, a: Value, low: int, high: int) -> Value:
+        """An integer a clamped to [low, high] by MAXIMUM then MINIMUM (TOSA's CLAMP
+        has no i32 mode)."""
+        return self.minimum(self.maximum(a, self.like(low, a)), self.like(high, a))
+
+    def shift_right_half_away(self, a: Value, exponent: int) -> Value:
+        """gemmlowp's RoundingDivideByPOT on i32: a / 2^exponent rounded half away
+        from zero. ARITHMETIC_RIGHT_SHIFT rounds half up, which is half away from
+        zero of a - 1 for negative a (the sign word a >> 31 is -1 there)."""
+        return self.shift_right(self.add(a, self.shift_right(a, 31)), exponent, round=True)
+
+    # -- comparisons and logic (bool results)
+
+    def equal(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.equal", a, b, i1)
+
+    def greater(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.greater", a, b, i1)
+
+    def greater_equal(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.greater_equal", a, b, i1)
+
+    def less(self, a: Value, b: Value) -> Value:
+        return self.greater(b, a)
+
+    def logical_and(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.logical_and", a, b)
+
+    def logical_or(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.logical_or", a, b)
+
+    def logical_xor(self, a: Value, b: Value) -> Value:
+        return self.binary("tosa.logical_xor", a, b)
+
+    def logical_not(self, a: Value) -> Value:
+        return self.unary("tosa.logical_not", a)
+
+    def select(self, condition: Value, a: Value, b: Value) -> Value:
+        return op(self.rw, "tosa.select", [condition, a, b],
+                  self._type([condition, a, b], _tensor_type(a).element))
+
+    # -- exact floating-point building blocks
+
+    def round_half_away_non_negative(self, a: Value) -> Value:
+        """round(a) for a >= 0, where half away from zero is half up: floor(a) + 1
+        where the fraction a - floor(a) reaches 1/2. The fraction is exact for
+        a >= 0 (Sterbenz); a + 1/2 would round (0.49999997 + 0.5 is 1)."""
+        whole = self.floor(a)
+        up = self.greater_equal(self.sub(a, whole), self.like(0.5, a))
+        return self.select(up, self.add(whole, self.like(1.0, a)), whole)
+
+    def round_half_away(self, a: Value) -> Value:
+        """std::round exactly: the non-negative rounding of |a| with a's sign
+        (a result of zero is +0; NaN stays NaN, infinities stay)."""
+        rounded = self.round_half_away_non_negative(self.abs(a))
+        negative = self.less(a, self.like(0.0, a))
+        return self.select(negative, self.sub(self.like(0.0, a), rounded), rounded)
+
+    def is_finite(self, a: Value) -> Value:
+        """x - x == 0 holds exactly for finite x (inf - inf and NaN give NaN)."""
+        return self.equal(self.sub(a, a), self.like(0.0, a))
+
+    def sign_bit(self, a: Value) -> Value:
+        """True where `a` is negative, including -0 (its reciprocal is -inf).
+
+        TOSA comparisons ignore the sign of zero, so x < 0 alone misses -0.
+        """
+        zero = self.like(0.0, a)
+        return self.logical_or(self.less(a, zero), self.less(self.reciprocal(a), zero))
+
+    def split(self, a: Value) -> tuple[Value, Value]:
+        """Veltkamp's split a = hi + lo, each half short enough that the
+        product of two halves is exact. Overflows (to NaN) for |a| above
+        max / factor, which callers detect with is_finite."""
+        key = id(a)
+        if key not in self._splits:
+            factor = _SPLIT_FACTOR[_tensor_type(a).element.name]
+            scaled = self.mul(a, self.like(factor, a))
+            hi = self.sub(scaled, self.sub(scaled, a))
+            self._splits[key] = hi, self.sub(a, hi)
+        return self._splits[key]
+
+    def two_product(self, a: Value, b: Value) -> tuple[Value, Value]:
+        """Dekker's error-free product: p + e == a * b exactly, p = RN(a * b)."""
+        p = self.mul(a, b)
+        a_hi, a_lo = self.split(a)
+        b_hi, b_lo = self.split(b)
+        e = self.sub(self.mul(a_hi, b_hi), p)
+        e = self.add(e, self.mul(a_hi, b_lo))
+        e = self.add(e, self.mul(a_lo, b_hi))
+        return p, self.add(e, self.mul(a_lo, b_lo))
+
+    def divide(self, x: Value, y: Value) -> Value:
+        """x / y correctly rounded (in all cases we could test), from RECIPROCAL.
+
+        q0 = x * (1/y) is within ~1.5 ulp. The residual x - q0*y is computed
+        exactly (Dekker's product; x - p is exact by Sterbenz's lemma since
+        p is close to x), and one Newton step q0 + residual/y then lands on
+        the correctly rounded quotient. Where that step is not finite
+        (y = 0, infinities, |q0| or |y| beyond max/4097 where the split
+        overflows) q0 is kept: it is the IEEE answer for the special cases
+        and within 1.5 ulp otherwise.
+        """
+        r = self.reciprocal(y)
+        q0 = self.mul(x, r)
+        p, e = self.two_product(q0, y)
+        residual = self.sub(self.sub(x, p), e)
+        q1 = self.add(q0, self.mul(residual, r))
+        return self.select(self.is_finite(q1), q1, q0)
+
+    def floor_division(self, x: Value, y: Value) -> tuple[Value, Value]:
+        """(floor(x / y), x - floor(x / y) * y) for floats, exact for |x / y| < 2^23.
+
+        f = floor(x * (1/y)) may be one off where x / y is within ~1.5 ulp of
+        an integer. The exact remainder x - f*y = d - e (d = x - p, e the
+        product's error, both exact whenever f is near x / y) tells: if it
+        has the sign opposite to y, f is one too big; if it is y or beyond,
+        one too small. The remainder is then corrected by y, rounding once,
+        as TFLite's `fmod(x, y) (+ y)` does (reference_ops::FloorMod).
+        """
+        zero = self.like(0.0, x)
+        f = self.floor(self.mul(x, self.reciprocal(y)))
+        p, e = self.two_product(f, y)
+        d = self.sub(x, p)
+        y_positive = self.greater(y, zero)
+        # too big: (d - e) has the sign opposite to y.
+        too_big = self.select(y_positive, self.less(d, e), self.greater(d, e))
+        # too small: (d - e) - y has y's sign or is zero; d - y is exact near y.
+        beyond = self.sub(d, y)
+        too_small = self.select(y_positive, self.greater_equal(beyond, e),
+                                self.greater_equal(e, beyond))
+        one = self.like(1.0, x)
+        quotient = self.select(too_big, self.sub(f, one),
+                               self.select(too_small, self.add(f, one), f))
+        remainder = self.sub(d, e)
+        remainder = self.select(too_big, self.add(remainder, y),
+                                self.select(too_small, self.sub(remainder, y), remainder))
+        return quotient, remainder

@@ -18,8 +18,8 @@ names, unknown enum values) raises TosaFileError with a one-line reason.
 
 Tables are read through `_Table`, a small direct reader of the flatbuffer
 layout (vtables, offsets, vectors) with precompiled struct formats: the
-generated accessors cost several microseconds per field, which made reading
-slower than running a small model. The generated code stays the one source of
+generated accessors make several Python calls for every field, and a model
+has many fields. The generated code stays the one source of
 field positions: each field's vtable slot is taken from its `...Add<Field>`
 builder function.
 """
@@ -74,8 +74,8 @@ class _Table:
         self.offsets = _vtable_offsets(data, pos, vtables)
 
     # The accessors below spell out the vtable look-up (`offsets[slot]`, 0 when the
-    # field is absent) instead of sharing a helper: a model has thousands of fields,
-    # and a call per field was a visible part of reading it.
+    # field is absent) instead of sharing a helper: a model has many fields, and a
+    # Python call per field adds up.
 
     def scalar(self, slot: int, unpack: Any, default: Any = 0) -> Any:
         offsets = self.offsets
@@ -506,8 +506,8 @@ class _BlockReader:
     """One basic block: its tensor list, then its operators in order.
 
     The tensor and operator loops read fields at positions worked out once per
-    vtable and spell out the small decoding steps inline: a model has hundreds
-    of each, and a helper call per field was most of the reading time.
+    vtable and spell out the small decoding steps inline: a model has many of
+    each, and a helper call per field would dominate the reading.
     """
 
     def __init__(self, reader: _Reader, name: str, block: Any) -> None:

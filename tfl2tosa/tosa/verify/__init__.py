@@ -3,13 +3,14 @@
 `verify` walks every graph and op and reports each problem as a Violation
 naming the op, its graph and its location (which names the TFLite op it was
 lowered from). The checks read the op table (`tfl2tosa.tosa.ops`) for operand
-counts, attributes and element-type modes; the shape and attribute rules below
-restate the specification's ERROR_IF conditions (and, where an operand is a
-constant, the REQUIRE conditions a converter must never break), one small
-function per operator found by its specification name.
+counts, attributes and element-type modes, and `tfl2tosa.tosa.rules` for the
+type-mode binding and the specification's ERROR_IF conditions on shapes and
+attributes, which the reference model applies too; where an operand is a
+constant, the REQUIRE conditions a converter must never break are checked as
+well. One small function per operator, found by its specification name.
 
 The package: `op_check` checks one op against the op table (operands,
-attributes, element types), `shapes` holds the shape and attribute rules of
+attributes, element types), `shapes` applies the shape and attribute rules of
 the tensor, elementwise and data-layout operators, `control` the rules of the
 operators that name graphs or variables; this module walks the graphs.
 
@@ -44,7 +45,8 @@ class Violation:
     """One way a graph breaks the specification.
 
     Immutable and compared by its fields, as a frozen dataclass would be
-    (written out: creating a dataclass costs ~0.4 ms at import).
+    (written out: creating a dataclass class is slow at import, which every
+    conversion pays).
     """
 
     op: Op | None       # None for graph-level problems (an undefined output)

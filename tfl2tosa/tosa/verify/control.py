@@ -13,6 +13,7 @@ from tfl2tosa.ir.types import (
     TensorType,
     storage_type,
 )
+from tfl2tosa.tosa import rules
 from tfl2tosa.tosa.verify.op_check import OpCheck, element_name, int_list, known, shape_of
 from tfl2tosa.tosa.verify.shapes import rule
 
@@ -44,8 +45,9 @@ def _text(types: list[Any]) -> str:
 @rule("COND_IF")
 def _cond_if(c: OpCheck) -> None:
     condition = c.in_shape(0)
-    if condition is not None and known(*condition) and int(np.prod(condition)) != 1:
-        c.error(f"condition must have one element, got shape {list(condition)}")
+    problem = None if condition is None else rules.condition_problem("condition", condition)
+    if problem:
+        c.error(problem)
     inputs = _signature(c.op.operands[1:])
     outputs = _signature(c.op.results)
     for key in ("then_graph", "else_graph"):
@@ -101,7 +103,9 @@ def _variable(c: OpCheck) -> None:
     initial = c.op.attrs.get("initial_value")
     var_shape = int_list(c.op.attrs.get("var_shape"))
     if isinstance(initial, np.ndarray) and var_shape is not None:
-        c.expect_shape("initial_value", tuple(initial.shape), var_shape)
+        problem = rules.initial_value_problem(c.op.attrs["name"], initial.shape, var_shape)
+        if problem:
+            c.error(problem)
     duplicates = [op for _, op in c.checker.module.ops()
                   if op.name == "tosa.variable" and op.attrs.get("name") == c.op.attrs["name"]]
     if len(duplicates) > 1 and duplicates[0] is not c.op:

@@ -11,14 +11,12 @@ import numpy as np
 
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.ir.types import (
-    DYNAMIC,
     SCALAR_TYPES,
     ShapeType,
     TensorType,
-    storage_type,
 )
+from tfl2tosa.tosa import rules
 from tfl2tosa.tosa.ops import (
-    ACC_TYPE_ELEMENT,
     ENUM_EXTENSIONS,
     ENUMS,
     Arg,
@@ -29,61 +27,10 @@ from tfl2tosa.tosa.ops import (
 if TYPE_CHECKING:
     from tfl2tosa.tosa.verify import _Checker
 
-# Fixed element types named in argument tables.
-_FIXED_TYPES = {"i8_t": "i8", "i16_t": "i16", "i32_t": "i32", "bool_t": "i1"}
-
-# The op table is fixed, so what follows from an argument list or an op's
-# modes alone is worked out once per op kind. Entries are keyed by the table's
-# tuples and keep them (checked by identity), so a key is never reused.
-_ARITIES: dict[int, tuple[tuple[Arg, ...], tuple[int, bool]]] = {}
-_ARGUMENTS: dict[tuple[int, int], tuple[tuple[Arg, ...], tuple[Arg, ...]]] = {}
-_MODES: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[OpDef, list[TypeMode]]] = {}
-
-
-def _arity(args: tuple[Arg, ...]) -> tuple[int, bool]:
-    """(number of fixed arguments, whether a tensor list takes any number more)."""
-    entry = _ARITIES.get(id(args))
-    if entry is None or entry[0] is not args:
-        entry = _ARITIES[id(args)] = (args, (sum(1 for a in args if a.kind != "tensor_list"),
-                                             any(a.kind == "tensor_list" for a in args)))
-    return entry[1]
-
-
-def _argument_of_each(args: tuple[Arg, ...], count: int) -> tuple[Arg, ...]:
-    """The argument each of `count` values is, in order; a tensor list takes the
-    rest; values past the last argument get none."""
-    key = (id(args), count)
-    entry = _ARGUMENTS.get(key)
-    if entry is None or entry[0] is not args:
-        out: list[Arg] = []
-        for k, arg in enumerate(args):
-            if arg.kind == "tensor_list":
-                fixed_after = sum(1 for a in args[k + 1:] if a.kind != "tensor_list")
-                out.extend([arg] * max(0, count - len(out) - fixed_after))
-            elif len(out) < count:
-                out.append(arg)
-        entry = _ARGUMENTS[key] = (args, tuple(out))
-    return entry[1]
-
-
-def _modes_fitting(opdef: OpDef, bound: dict[str, str]) -> list[TypeMode]:
-    """The op's type modes that agree with every bound type variable."""
-    key = (id(opdef), tuple(bound.items()))
-    entry = _MODES.get(key)
-    if entry is None or entry[0] is not opdef:
-        entry = _MODES[key] = (opdef, [m for m in opdef.modes
-                                       if all(m.types.get(v, t) == t for v, t in bound.items())])
-    return list(entry[1])
-
 
 def element_name(value: Value) -> str | None:
     """The scalar type name of a value's element (quantized: its storage)."""
-    t = value.type
-    if isinstance(t, ShapeType):
-        return "shape"
-    if isinstance(t, TensorType):
-        return storage_type(t.element).name
-    return None
+    return rules.element_name(value.type)
 
 
 def shape_of(value: Value) -> tuple[int, ...] | None:
@@ -91,8 +38,7 @@ def shape_of(value: Value) -> tuple[int, ...] | None:
     return t.shape if isinstance(t, TensorType) else None
 
 
-def known(*dims: int) -> bool:
-    return all(d != DYNAMIC for d in dims)
+known = rules.known
 
 
 def int_list(value: Any) -> list[int] | None:
@@ -124,22 +70,13 @@ class OpCheck:
 
     def pairs(self, args: tuple[Arg, ...], values: list[Value]) -> list[tuple[Arg, Value]]:
         """Match values to specification arguments; a tensor list takes the rest."""
-        return list(zip(_argument_of_each(args, len(values)), values))
+        return list(zip(rules.argument_of_each(args, len(values)), values))
 
     def check_arity(self) -> bool:
-        ok = True
-        for what, args, values in (("operand", self.opdef.inputs, self.op.operands),
-                                   ("result", self.opdef.outputs, self.op.results)):
-            fixed, has_list = _arity(args)
-            if has_list and len(values) < fixed or not has_list and len(values) != fixed:
-                names = ", ".join(a.name for a in args) or "none"
-                self.error(f"expects {'at least ' if has_list else ''}{fixed} {what}(s) "
-                           f"({names}), got {len(values)}")
-                ok = False
-        if self.opdef.name == "CONCAT" and not self.op.operands:
-            self.error("CONCAT needs at least one input")
-            ok = False
-        return ok
+        problems = rules.arity_problems(self.opdef, len(self.op.operands), len(self.op.results))
+        for problem in problems:
+            self.error(problem)
+        return not problems
 
     def check_arg_kinds(self) -> None:
         for what, args, values in (("operand", self.opdef.inputs, self.op.operands),
@@ -158,9 +95,9 @@ class OpCheck:
                         wanted = str(low) if low == high else f"{low}..{high}"
                         self.error(f"{what} {arg.name!r} must have rank {wanted}, "
                                    f"got {value.type}")
-                if arg.shape == "[1]" and shape is not None and len(shape) == 1 \
-                        and known(shape[0]) and shape[0] != 1:
-                    self.error(f"{what} {arg.name!r} must have shape [1], got {value.type}")
+                problem = rules.one_value_problem(arg, value.type)
+                if problem:
+                    self.error(f"{what} {problem}")
 
     def check_constants(self) -> None:
         """Compile-time-constant operands come from tosa.const / tosa.const_shape."""
@@ -239,58 +176,26 @@ class OpCheck:
 
     # -- element types -------------------------------------------------------
 
-    def bind_types(self) -> dict[str, str] | None:
-        """Type variable -> element name; None (after reporting) if operands disagree."""
-        bound: dict[str, str] = {}
-        sources: dict[str, str] = {}
-        scale32 = self.op.attrs.get("scale32")
-        ok = True
-        pairs = self.pairs(self.opdef.inputs, self.op.operands) + \
-            self.pairs(self.opdef.outputs, self.op.results)
-        if self.opdef.name == "VARIABLE" and isinstance(self.op.attrs.get("type"), str):
-            bound["in_t"], sources["in_t"] = self.op.attrs["type"], "attribute 'type'"
-        for arg, value in pairs:
-            element = element_name(value)
-            if element is None or element == "shape" or not arg.type_var:
-                continue
-            var = arg.type_var
-            if var == "mul_t":  # RESCALE: the multiplier is i32 with scale32, else i16
-                if isinstance(scale32, bool):
-                    want = "i32" if scale32 else "i16"
-                    if element != want:
-                        self.error(f"multiplier must be {want} when scale32 is {scale32}, "
-                                   f"got {element}")
-                        ok = False
-                continue
-            if var in _FIXED_TYPES:
-                if element != _FIXED_TYPES[var]:
-                    self.error(f"{arg.name!r} must be {_FIXED_TYPES[var]}, got {element}")
-                    ok = False
-                continue
-            if var in bound and bound[var] != element:
-                self.error(f"{arg.name!r} is {element} but {sources[var]} is {bound[var]} "
-                           f"(both are {var})")
-                ok = False
-                continue
-            bound[var], sources[var] = element, repr(arg.name)
-        return bound if ok else None
-
     def check_types(self) -> TypeMode | None:
-        bound = self.bind_types()
-        if bound is None:
+        opdef, op = self.opdef, self.op
+        bound, problems = rules.bind_types(opdef, [v.type for v in op.operands],
+                                           [v.type for v in op.results], op.attrs)
+        for problem in problems:
+            self.error(problem)
+        if problems:
             return None
         self.types = bound
-        candidates = _modes_fitting(self.opdef, bound)
-        text = ", ".join(f"{v}={t}" for v, t in bound.items())
+        candidates = rules.modes_fitting(opdef, bound)
         if not candidates:
-            self.error(f"element types ({text}) match no TOSA 1.0 type mode of "
-                       f"{self.opdef.name}")
+            self.error(rules.no_mode_problem(opdef, bound))
             return None
-        candidates = self.refine_modes(candidates)
-        if not candidates:
+        candidates, problem = rules.refine_modes(opdef, candidates, op.attrs, bound)
+        if problem:
+            self.error(problem)
             return None
         allowed = [m for m in candidates if m.allowed(self.checker.enabled)]
         if not allowed:
+            text = ", ".join(f"{v}={t}" for v, t in bound.items())
             needs = " or ".join(sorted({p for m in candidates for p in m.profiles}))
             self.error(f"type mode '{candidates[0].name}' ({text}) needs {needs}, which is "
                        f"not enabled")
@@ -299,26 +204,6 @@ class OpCheck:
                                         if all(part in self.checker.enabled
                                                for part in alternative.split("+"))))
         return allowed[0]
-
-    def refine_modes(self, candidates: list[TypeMode]) -> list[TypeMode]:
-        """Modes that also fit acc_type (conv, pooling) and RESIZE's mode."""
-        acc = self.op.attrs.get("acc_type")
-        if acc in ACC_TYPE_ELEMENT and any("acc_t" in m.types for m in candidates):
-            fitting = [m for m in candidates if m.types.get("acc_t") == ACC_TYPE_ELEMENT[acc]]
-            if not fitting:
-                allowed = sorted({k for m in candidates for k, e in ACC_TYPE_ELEMENT.items()
-                                  if m.types.get("acc_t") == e})
-                self.error(f"acc_type {acc} does not fit these element types (allowed: "
-                           f"{', '.join(allowed)})")
-            return fitting
-        if self.opdef.name == "RESIZE" and self.op.attrs.get("mode") in ("NEAREST", "BILINEAR"):
-            other = "bilinear" if self.op.attrs["mode"] == "NEAREST" else "nearest"
-            fitting = [m for m in candidates if other not in m.name]
-            if not fitting:
-                self.error(f"{self.op.attrs['mode']} resize cannot produce "
-                           f"{self.types.get('out_t')} from {self.types.get('in_t')}")
-            return fitting
-        return candidates
 
     # -- helpers for the shape rules -----------------------------------------
 
@@ -357,22 +242,13 @@ class OpCheck:
 
     def expect_shape(self, what: str, got: tuple[int, ...] | None,
                      want: Sequence[int] | None) -> None:
-        if got is None or want is None:
-            return
-        if len(got) != len(want) or not all(
-                g == w or not known(g, w) for g, w in zip(got, want)):
-            self.error(f"{what} shape must be {list(want)}, got {list(got)}")
+        problem = rules.shape_problem(what, got, want)
+        if problem:
+            self.error(problem)
 
-    def expect_rank(self, what: str, shape: tuple[int, ...] | None, rank: int) -> bool:
-        if shape is None:
-            return False
-        if len(shape) != rank:
-            self.error(f"{what} must have rank {rank}, got {len(shape)}")
-            return False
-        return True
-
-    def zero_point(self, i: int, name: str, owner_type: str, allowed: Sequence[str]) -> None:
-        """ERROR_IF(type not in allowed && zp != 0) when zp is a constant."""
+    def zero_point(self, i: int, name: str, owner_type: str) -> None:
+        """ERROR_IF(type is not i8 && zp != 0) when zp is a constant."""
         value = self.const_scalar(i)
-        if value is not None and value != 0 and owner_type not in allowed:
-            self.error(f"{name} must be 0 for {owner_type}, got {value}")
+        problem = None if value is None else rules.zero_point_problem(name, owner_type, value)
+        if problem:
+            self.error(problem)

@@ -32,7 +32,7 @@ of two and otherwise one LSB off near half-integers:
 
     y = x * fl(1/scale)                    MUL by a constant
     n = floor(|y|); n += (|y| - n >= 0.5)  ABS, FLOOR, SUB, GREATER_EQUAL, ADD, SELECT
-    r = y >= 0 ? n : -n                    round half away from zero, exact
+    r = y < 0 ? -n : n                     round half away from zero, exact
 
 TOSA CAST rounds half to even; it only ever sees integer values here, so its
 rounding mode does not matter. Values are saturated to the storage range (and
@@ -59,16 +59,14 @@ from tfl2tosa.ir.core import Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, rewrite_module
 from tfl2tosa.ir.types import (
     QuantizedType,
-    ScalarType,
     TensorType,
     UniformQuantizedPerAxis,
     f32,
-    i1,
     i32,
-    numpy_dtype,
 )
 from tfl2tosa.quant.ops import DCAST, QCAST, scast, storage_integer
 from tfl2tosa.tosa import build as tosa
+from tfl2tosa.tosa.build import Elementwise
 
 # Storage widths with a TOSA CAST to and from float: i8, i16, i32 (u8, u16 via i32).
 _CASTABLE_BITS = (8, 16, 32)
@@ -81,53 +79,6 @@ def _check_lowerable(op: Op, quantized_type: object) -> Failure | None:
     if storage.bits not in _CASTABLE_BITS or (not storage.is_signed and storage.bits == 32):
         return Failure(f"{op.name}: no TOSA conversion for storage type {storage}")
     return None
-
-
-def _element(value: Value) -> ScalarType:
-    return cast(ScalarType, cast(TensorType, value.type).element)
-
-
-class _Emitter:
-    """Creates the TOSA ops of one lowering, shaped like the tensor being cast.
-
-    Ops go through `tfl2tosa.tosa.build`, which checks operand counts and
-    attribute names against the TOSA op table.
-    """
-
-    def __init__(self, rw: Rewriter, shape: tuple[int, ...]) -> None:
-        self.rw = rw
-        self.shape = shape
-
-    def tensor(self, element: ScalarType) -> TensorType:
-        return TensorType(self.shape, element)
-
-    def splat(self, value: float, element: ScalarType) -> Value:
-        """A constant broadcastable to the tensor: shape [1, .., 1] of equal rank."""
-        array = np.full((1,) * len(self.shape), value, dtype=numpy_dtype(element))
-        return tosa.const(self.rw, array, element)
-
-    def per_channel(self, values: tuple[float, ...] | tuple[int, ...], axis: int | None,
-                    element: ScalarType) -> Value:
-        """Per-tensor: a splat. Per-axis: values along `axis`, 1 elsewhere."""
-        if axis is None:
-            return self.splat(values[0], element)
-        shape = [1] * len(self.shape)
-        shape[axis] = len(values)
-        array = np.asarray(values, dtype=np.float64).reshape(shape).astype(numpy_dtype(element))
-        return tosa.const(self.rw, array, element)
-
-    def unary(self, name: str, x: Value, element: ScalarType | None = None) -> Value:
-        return tosa.op(self.rw, name, [x], self.tensor(element or _element(x)))
-
-    def binary(self, name: str, a: Value, b: Value, element: ScalarType | None = None) -> Value:
-        return tosa.op(self.rw, name, [a, b], self.tensor(element or _element(a)))
-
-    def mul(self, a: Value, b: Value) -> Value:
-        # TOSA MUL takes a shift operand, which must be 0 for float data.
-        return tosa.mul(self.rw, a, b, 0, self.tensor(_element(a)))
-
-    def select(self, condition: Value, a: Value, b: Value) -> Value:
-        return tosa.op(self.rw, "tosa.select", [condition, a, b], self.tensor(_element(a)))
 
 
 def _params(q: QuantizedType) -> tuple[tuple[float, ...], tuple[int, ...], int | None]:
@@ -145,31 +96,18 @@ def lower_dcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
     source_type = cast(TensorType, source.type)
     q = cast(QuantizedType, source_type.element)
     expressed = q.expressed
-    emit = _Emitter(rw, cast(tuple[int, ...], source_type.shape))
+    e = Elementwise(rw, len(cast(tuple[int, ...], source_type.shape)))
     stored = scast(rw, source, storage_integer(q))
     if q.storage.is_signed:
-        real = emit.unary("tosa.cast", stored, expressed)
+        real = e.cast(stored, expressed)
     else:
-        wide = emit.unary("tosa.cast", stored, i32)
-        mask = emit.splat((1 << q.storage.bits) - 1, i32)
-        real = emit.unary("tosa.cast", emit.binary("tosa.bitwise_and", wide, mask), expressed)
+        wide = e.cast(stored, i32)
+        mask = e.const((1 << q.storage.bits) - 1, i32)
+        real = e.cast(e.bitwise_and(wide, mask), expressed)
     scales, zero_points, axis = _params(q)
     if any(zero_points):
-        real = emit.binary("tosa.sub", real, emit.per_channel(zero_points, axis, expressed))
-    return [emit.mul(real, emit.per_channel(scales, axis, expressed))]
-
-
-def _round_half_away(emit: _Emitter, y: Value) -> Value:
-    """round(y), ties away from zero, exactly (see the module docstring)."""
-    element = _element(y)
-    zero, half, one = (emit.splat(v, element) for v in (0.0, 0.5, 1.0))
-    magnitude = emit.unary("tosa.abs", y)
-    whole = emit.unary("tosa.floor", magnitude)
-    fraction = emit.binary("tosa.sub", magnitude, whole)
-    round_up = emit.binary("tosa.greater_equal", fraction, half, i1)
-    rounded = emit.select(round_up, emit.binary("tosa.add", whole, one), whole)
-    non_negative = emit.binary("tosa.greater_equal", y, zero, i1)
-    return emit.select(non_negative, rounded, emit.binary("tosa.sub", zero, rounded))
+        real = e.sub(real, e.per_axis(zero_points, axis, expressed))
+    return [e.mul(real, e.per_axis(scales, axis, expressed))]
 
 
 @functools.cache
@@ -208,46 +146,44 @@ def quantize_thresholds(scale: float, count: int) -> np.ndarray | None:
 _THRESHOLD_STEPS = 8
 
 
-def _magnitude_by_thresholds(emit: _Emitter, x: Value, scale: float,
+def _magnitude_by_thresholds(e: Elementwise, x: Value, scale: float,
                              thresholds: np.ndarray) -> Value:
     """round_half_away(fl(|x| / scale)) for magnitudes up to `count` (larger ones give
     `count` or more), as f32: the candidate n0 = floor(|x| * (1/scale) + 0.5), then
     n0 + [|x| >= C(n0)] - [|x| < C(n0 - 1)] with C = `thresholds` (count + 1 of
     quantize_thresholds; C(-1) = 0): the reciprocal's product is within one of the
     quotient's rounding."""
-    rw, shape = emit.rw, emit.shape
+    rw, shape = e.rw, cast(TensorType, x.type).shape
     size = int(np.prod(shape))
     count = thresholds.size - 1
     below = np.concatenate([[np.float32(0)], thresholds[:-1]]).astype(np.float32)
-    magnitude = emit.unary("tosa.abs", x)
-    reciprocal = emit.splat(1.0 / scale, f32)
-    estimate = emit.unary("tosa.floor", emit.binary(
-        "tosa.add", emit.mul(magnitude, reciprocal), emit.splat(0.5, f32)))
+    magnitude = e.abs(x)
+    reciprocal = e.const(1.0 / scale, f32)
+    estimate = e.floor(e.add(e.mul(magnitude, reciprocal), e.const(0.5, f32)))
     estimate = tosa.clamp(rw, estimate, 0.0, float(count))
-    index = tosa.reshape(rw, emit.unary("tosa.cast", estimate, i32), (1, size))
+    index = tosa.reshape(rw, e.cast(estimate, i32), (1, size))
 
     def lookup(table: np.ndarray) -> Value:
         values = tosa.const(rw, table.reshape(1, -1, 1), f32)
         found = tosa.op(rw, "tosa.gather", [values, index], TensorType((1, size, 1), f32))
         return tosa.reshape(rw, found, shape)
 
-    zero, one = emit.splat(0.0, f32), emit.splat(1.0, f32)
-    up = emit.select(emit.binary("tosa.greater_equal", magnitude, lookup(thresholds), i1),
-                     one, zero)
-    down = emit.select(emit.binary("tosa.greater", lookup(below), magnitude, i1), one, zero)
-    return emit.binary("tosa.sub", emit.binary("tosa.add", estimate, up), down)
+    zero, one = e.const(0.0, f32), e.const(1.0, f32)
+    up = e.select(e.greater_equal(magnitude, lookup(thresholds)), one, zero)
+    down = e.select(e.greater(lookup(below), magnitude), one, zero)
+    return e.sub(e.add(estimate, up), down)
 
 
-def _optimized_rounding(emit: _Emitter, x: Value, q: QuantizedType, scale: float,
+def _optimized_rounding(e: Elementwise, x: Value, q: QuantizedType, scale: float,
                         zero_point: int) -> Value:
     """rint(x * fl(1/scale)) as f32: TFLite's optimized per-tensor float -> int8/int16
     QUANTIZE multiplies by the float reciprocal and rounds half to even (measured on
     TF 2.20, x86), which TOSA's CAST to i32 does; clamped first to a range the
     storage's saturation covers, so the CAST cannot overflow."""
-    scaled = emit.mul(x, emit.splat(1.0 / scale, f32))
-    bounded = tosa.clamp(emit.rw, scaled, float(q.storage_min - zero_point - 1),
+    scaled = e.mul(x, e.const(1.0 / scale, f32))
+    bounded = tosa.clamp(e.rw, scaled, float(q.storage_min - zero_point - 1),
                          float(q.storage_max - zero_point + 1))
-    return emit.unary("tosa.cast", emit.unary("tosa.cast", bounded, i32), f32)
+    return e.cast(e.cast(bounded, i32), f32)
 
 
 def _exact_by_thresholds(q: QuantizedType, target: TensorType) -> bool:
@@ -257,7 +193,7 @@ def _exact_by_thresholds(q: QuantizedType, target: TensorType) -> bool:
                                            for d in cast(tuple, target.shape)))
 
 
-def _rounded(emit: _Emitter, x: Value, q: QuantizedType, target: TensorType) -> Value:
+def _rounded(e: Elementwise, x: Value, q: QuantizedType, target: TensorType) -> Value:
     """x / scale rounded to an integer (as f32) the way the chosen TFLite kernel
     rounds: the optimized kernel's rint of the reciprocal product, the reference
     kernel's float32 quotient rounded half away (exactly by thresholds where they
@@ -265,17 +201,16 @@ def _rounded(emit: _Emitter, x: Value, q: QuantizedType, target: TensorType) -> 
     scales, zero_points, axis = _params(q)
     if kernels.current() == "optimized" and axis is None and q.expressed == f32 \
             and q.storage.is_signed and q.storage.bits <= 16:
-        return _optimized_rounding(emit, x, q, scales[0], zero_points[0])
+        return _optimized_rounding(e, x, q, scales[0], zero_points[0])
     if _exact_by_thresholds(q, target):
         reach = max(q.storage_max - zero_points[0], zero_points[0] - q.storage_min) + 1
         thresholds = quantize_thresholds(scales[0], reach + 1)
         if thresholds is not None:
-            magnitude = _magnitude_by_thresholds(emit, x, scales[0], thresholds)
-            non_negative = emit.binary("tosa.greater_equal", x, emit.splat(0.0, f32), i1)
-            return emit.select(non_negative, magnitude,
-                               emit.binary("tosa.sub", emit.splat(0.0, f32), magnitude))
+            magnitude = _magnitude_by_thresholds(e, x, scales[0], thresholds)
+            non_negative = e.greater_equal(x, e.const(0.0, f32))
+            return e.select(non_negative, magnitude, e.sub(e.const(0.0, f32), magnitude))
     reciprocals = tuple(1.0 / s for s in scales)
-    return _round_half_away(emit, emit.mul(x, emit.per_channel(reciprocals, axis, q.expressed)))
+    return e.round_half_away(e.mul(x, e.per_axis(reciprocals, axis, q.expressed)))
 
 
 def lower_qcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
@@ -286,17 +221,17 @@ def lower_qcast(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     target_type = cast(TensorType, target)
     q = cast(QuantizedType, target_type.element)
-    emit = _Emitter(rw, cast(tuple[int, ...], target_type.shape))
+    e = Elementwise(rw, len(cast(tuple[int, ...], target_type.shape)))
     _, zero_points, axis = _params(q)
-    value = _rounded(emit, op.operands[0], q, target_type)
+    value = _rounded(e, op.operands[0], q, target_type)
     if any(zero_points):
-        value = emit.binary("tosa.add", value, emit.per_channel(zero_points, axis, q.expressed))
+        value = e.add(value, e.per_axis(zero_points, axis, q.expressed))
     clamped = tosa.clamp(rw, value, float(q.storage_min), float(q.storage_max))
     storage = storage_integer(q)
     if q.storage.is_signed:
-        stored = emit.unary("tosa.cast", clamped, storage)
+        stored = e.cast(clamped, storage)
     else:
-        stored = emit.unary("tosa.cast", emit.unary("tosa.cast", clamped, i32), storage)
+        stored = e.cast(e.cast(clamped, i32), storage)
     return [scast(rw, stored, q)]
 
 

@@ -54,7 +54,8 @@ _INDEX_SUFFIX = "_subgraph_index"
 
 class _Variable:
     """One resource variable: its handles, accesses, types and initial value
-    (a plain class: a dataclass costs ~0.4 ms to create at import)."""
+    (a plain class: creating a dataclass at import would cost every conversion,
+    with variables or not)."""
 
     def __init__(self, key: Key) -> None:
         self.key = key

@@ -1,4 +1,22 @@
-"""Integer (bit exact with TFLite) UNIDIRECTIONAL_SEQUENCE_LSTM: the 8x8->16 kernel.
+"""Patterns for TFL LSTMs: UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM
+and LSTM (one step), the float and the integer lowering side by side.
+
+Float path: unrolled over the static sequence length with legalize.rnn's
+machinery (input products, the step loop, state; see its docstring), each
+step as TFLite's float kernel computes it (kernels/lstm_eval.cc `LstmStepFloat`):
+
+    gate   = bias + W_x x_t + W_h h_(t-1)  [+ w_c * c for peephole i, f]
+             (layer norm: normalize(W_x x_t + W_h h_(t-1) [+ peephole]) * ln + bias)
+    i, f   = sigmoid(gate_i), sigmoid(gate_f)      (CIFG: i = 1 - f)
+    g      = act(gate_g)                           (act: fused_activation_function)
+    c_t    = clip(f * c_(t-1) + g * i, cell_clip)  (clip only when cell_clip > 0)
+    o      = sigmoid(gate_o [+ w_co * c_t])
+    h_t    = o * act(c_t), then projection: clip(P h_t + p_bias, proj_clip)
+
+TFLite's hybrid LSTM kernels are the same lowering with hybrid products
+(legalize.hybrid calls the `lower_*` functions with `emulate=True`).
+
+Integer path (bit exact with TFLite): the 8x8->16 kernel.
 
 TFLite runs an int8 LSTM whose cell state is int16 (and which has five
 intermediates, the last one the hidden state's quantization) through
@@ -47,21 +65,41 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from legalize.common import constant_value, is_none, require_static
-from legalize.integer.support import (
-    integer_pattern,
-    per_tensor,
-    require_per_tensor,
-    tensor_type,
-)
+from legalize.common import constant_value, require_static, scalar, tensor_type
+from legalize.conv import require_float_activations
+from legalize.integer.support import integer_pattern, per_tensor, require_per_tensor
 from legalize.quantized import DOUBLE_ROUND, UnsupportedScale, quantize_multiplier
 from legalize.registry import pattern
-from legalize.rnn import sequence, split_steps
+from legalize.rnn import (
+    Direction,
+    activation,
+    bidirectional_results,
+    broadcast_add,
+    broadcast_sub,
+    clip_vector,
+    direction_product,
+    flatten_parts,
+    float_sequence_op,
+    gate_slice,
+    initial_state,
+    maybe_emulating,
+    no_aux_input,
+    present,
+    result_element,
+    sequence,
+    single_step,
+    split_steps,
+    stacked_transposed,
+    steps_and_batch,
+    unrolled_sequence,
+    vector,
+    vector_operand,
+)
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
@@ -74,6 +112,248 @@ from tfl2tosa.ir.types import (
     storage_type,
 )
 from tfl2tosa.tosa import build
+from tfl2tosa.tosa.build import Elementwise
+
+# ---------------------------------------------------------------------------
+# Float path: operand layouts, one direction's weights
+
+
+_LSTM_GATES = ("input", "forget", "cell", "output")
+
+
+@dataclass(frozen=True)
+class LstmLayout:
+    """Operand indices of one direction of an LSTM op (gates in TFLite's i, f, c, o order)."""
+
+    input_weights: tuple[int, int, int, int]
+    recurrent_weights: tuple[int, int, int, int]
+    peephole: tuple[int, int, int]            # cell_to_input, _forget, _output
+    bias: tuple[int, int, int, int]
+    projection_weights: int
+    projection_bias: int
+    output_state: int
+    cell_state: int
+    layer_norm: tuple[int, int, int, int] | None
+
+
+# kernels/lstm_shared.h (UNIDIRECTIONAL_SEQUENCE_LSTM, LSTM full kernel).
+LSTM = LstmLayout((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15), 16, 17, 18, 19,
+                  (20, 21, 22, 23))
+# kernels/bidirectional_sequence_lstm.cc: forward 1-17, backward 18-34, states 35-38.
+LSTM_FORWARD = LstmLayout((1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15), 16, 17,
+                          35, 36, None)
+LSTM_BACKWARD = LstmLayout((18, 19, 20, 21), (22, 23, 24, 25), (26, 27, 28), (29, 30, 31, 32),
+                           33, 34, 37, 38, None)
+
+
+def lstm_direction(rw: Rewriter, op: Op, layout: LstmLayout, batch: int,
+                   elem: ElementType) -> Direction | Failure:
+    """The weights of one LSTM direction; CIFG (no input gate), peephole,
+    projection and layer norm variants are recognized by their present operands."""
+    cifg = not present(op, layout.input_weights[0])
+    gates = _LSTM_GATES[1:] if cifg else _LSTM_GATES
+    first = 1 if cifg else 0
+    input_ops = [op.operands[i] for i in layout.input_weights[first:]]
+    recurrent_ops = [op.operands[i] for i in layout.recurrent_weights[first:]]
+    width, output_width = tensor_type(recurrent_ops[0]).shape
+    layer_norm = layout.layer_norm is not None and present(op, layout.layer_norm[1])
+    parts: dict[str, object] = {
+        "input_weights": stacked_transposed(rw, input_ops, elem),
+        "recurrent_weights": stacked_transposed(rw, recurrent_ops, elem),
+        "h0": initial_state(rw, op.operands[layout.output_state], batch, output_width, elem),
+        "c0": initial_state(rw, op.operands[layout.cell_state], batch, width, elem),
+    }
+    bias_ops = [op.operands[i] for i in layout.bias[first:]]
+    if layer_norm:
+        parts["bias"] = None
+        norms = layout.layer_norm[first:]  # type: ignore[index]
+        parts["layer_norm"] = {g: vector_operand(rw, op, i, elem) for g, i in zip(gates, norms)}
+        parts["gate_bias"] = {g: vector(rw, [b], elem) for g, b in zip(gates, bias_ops)}
+    else:
+        parts["bias"] = vector(rw, bias_ops, elem)
+    if present(op, layout.peephole[2]):
+        peephole_gates = ("forget", "output") if cifg else ("input", "forget", "output")
+        indices = layout.peephole[1:] if cifg else layout.peephole
+        parts["peephole"] = {g: vector_operand(rw, op, i, elem)
+                             for g, i in zip(peephole_gates, indices)}
+    if present(op, layout.projection_weights):
+        parts["projection"] = stacked_transposed(rw, [op.operands[layout.projection_weights]],
+                                                 elem)
+        if present(op, layout.projection_bias):
+            parts["projection_bias"] = vector_operand(rw, op, layout.projection_bias, elem)
+    elif output_width != width:
+        return Failure(f"{op.name}: output size {output_width} differs from cell size "
+                       f"{width} without projection weights")
+    for value in flatten_parts(parts.values()):
+        if isinstance(value, Failure):
+            return Failure(f"{op.name}: {value.reason}")
+    return Direction(gates, width, output_width, **parts)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Float path: one step
+
+
+def mean_stddev_normalization(rw: Rewriter, x: Value) -> Value:
+    """TFLite's MeanStddevNormalization over the last axis:
+    (x - mean) / sqrt(mean((x - mean)^2) + 1e-8), the division as RSQRT."""
+    t = tensor_type(x)
+    rank, size = len(t.shape), t.shape[-1]
+    reduced = t.with_shape((*t.shape[:-1], 1))
+    inverse_size = scalar(rw, 1.0 / size, t.element, rank)
+    total = build.op(rw, "tosa.reduce_sum", [x], reduced, axis=rank - 1)
+    diff = broadcast_sub(rw, x, build.mul(rw, total, inverse_size))
+    squares = build.op(rw, "tosa.reduce_sum", [build.mul(rw, diff, diff)], reduced,
+                       axis=rank - 1)
+    variance = build.mul(rw, squares, inverse_size)
+    epsilon = scalar(rw, 1e-8, t.element, rank)
+    scale = build.op(rw, "tosa.rsqrt", [broadcast_add(rw, variance, epsilon)], reduced)
+    return build.mul(rw, diff, scale, result_type=t)
+
+
+def _gate(rw: Rewriter, d: Direction, gates: Value, name: str, cell: Value | None,
+          act: str | None) -> Value | Failure:
+    """One gate's pre-activation (peephole, layer norm) through its activation."""
+    value = gate_slice(rw, gates, d.gates.index(name), d.width)
+    if d.peephole is not None and name in d.peephole and cell is not None:
+        value = broadcast_add(rw, value, build.mul(rw, d.peephole[name], cell,
+                                          result_type=tensor_type(value)))
+    if d.layer_norm is not None:
+        normalized = mean_stddev_normalization(rw, value)
+        scaled = build.mul(rw, normalized, d.layer_norm[name], result_type=tensor_type(value))
+        value = broadcast_add(rw, scaled, d.gate_bias[name])  # type: ignore[index]
+    return activation(rw, value, act)
+
+
+def float_lstm_step(rw: Rewriter, op: Op, d: Direction, product: Value, h: Value,
+              c: Value) -> tuple[Value, Value] | Failure:
+    """One LstmStepFloat: returns (h_t, c_t), both [1, batch, width]."""
+    act = op.attrs.get("fused_activation_function", "TANH")
+    gates = broadcast_add(rw, product, direction_product(rw, d, "recurrent_weights", h))
+    forget = _gate(rw, d, gates, "forget", c, "SIGMOID")
+    candidate = _gate(rw, d, gates, "cell", None, act)
+    if "input" in d.gates:
+        input_gate = _gate(rw, d, gates, "input", c, "SIGMOID")
+    elif not isinstance(forget, Failure):
+        one = scalar(rw, 1.0, tensor_type(forget).element, 3)
+        input_gate = broadcast_sub(rw, one, forget)
+    else:
+        input_gate = forget
+    for value in (forget, candidate, input_gate):
+        if isinstance(value, Failure):
+            return value
+    cell = broadcast_add(rw, build.mul(rw, forget, c), build.mul(rw, candidate, input_gate))
+    cell = clip_vector(rw, cell, float(op.attrs.get("cell_clip", 0.0)))
+    output_gate = _gate(rw, d, gates, "output", cell, "SIGMOID")
+    squashed = activation(rw, cell, act)
+    if isinstance(output_gate, Failure) or isinstance(squashed, Failure):
+        return output_gate if isinstance(output_gate, Failure) else squashed
+    hidden = build.mul(rw, output_gate, squashed)
+    if d.projection is not None:
+        hidden = direction_product(rw, d, "projection", hidden)
+        if d.projection_bias is not None:
+            hidden = broadcast_add(rw, hidden, d.projection_bias)
+        hidden = clip_vector(rw, hidden, float(op.attrs.get("proj_clip", 0.0)))
+    return hidden, cell
+
+
+# ---------------------------------------------------------------------------
+# Float path: patterns
+
+
+# Operand indices that may hold (quantized, constant) weights, per op.
+_LSTM_WEIGHTS = tuple(i for i in range(1, 18)) + (20, 21, 22, 23)
+_BIDI_LSTM_WEIGHTS = tuple(range(1, 35)) + tuple(range(40, 48))
+
+
+def _lstm_products(op: Op, layout: LstmLayout) -> dict[str, Sequence[int]]:
+    """The weight operands of an LSTM direction's products (no input gate: CIFG)."""
+    first = 0 if present(op, layout.input_weights[0]) else 1
+    weights: dict[str, Sequence[int]] = {"input_weights": layout.input_weights[first:],
+                                         "recurrent_weights": layout.recurrent_weights[first:]}
+    if present(op, layout.projection_weights):
+        weights["projection"] = (layout.projection_weights,)
+    return weights
+
+
+@pattern("tfl.unidirectional_sequence_lstm", types=("f32",), weights=_LSTM_WEIGHTS)
+def unidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """The LSTM unrolled over the time axis (see the module docstring)."""
+    return lower_unidirectional_lstm(op, rw, emulate=False)
+
+
+def lower_unidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
+    failure = float_sequence_op(op, _LSTM_WEIGHTS)
+    if failure is not None:
+        return failure
+    if op.attrs.get("diagonal_recurrent_tensors"):
+        return Failure(f"{op.name}: diagonal recurrent weights are not supported")
+    if len(op.results) != 1:
+        return Failure(f"{op.name}: {len(op.results)} results (only the output is supported)")
+    x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
+    _, batch = steps_and_batch(x, time_major)
+    d = maybe_emulating(op, lstm_direction(rw, op, LSTM, batch, result_element(op)),
+                   _lstm_products(op, LSTM), emulate)
+    if isinstance(d, Failure):
+        return d
+    output = unrolled_sequence(rw, op, d, float_lstm_step, x, time_major)
+    return output if isinstance(output, Failure) else [output]
+
+
+@pattern("tfl.lstm", types=("f32",), weights=_LSTM_WEIGHTS)
+def lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """One LSTM step on [batch, input]: the sequence lowering with one time step."""
+    return lower_lstm(op, rw, emulate=False)
+
+
+def lower_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
+    failure = require_float_activations(op, weights=_LSTM_WEIGHTS)
+    if failure is not None:
+        return failure
+    if op.attrs.get("kernel_type", "FULL") != "FULL":
+        return Failure(f"{op.name}: the {op.attrs['kernel_type']} kernel is not supported")
+    x = op.operands[0]
+    shape = tensor_type(x).shape
+    d = maybe_emulating(op, lstm_direction(rw, op, LSTM, shape[0], result_element(op)),
+                   _lstm_products(op, LSTM), emulate)
+    if isinstance(d, Failure):
+        return d
+    return single_step(rw, op, d, float_lstm_step, x)
+
+
+@pattern("tfl.bidirectional_sequence_lstm", types=("f32",), weights=_BIDI_LSTM_WEIGHTS)
+def bidirectional_sequence_lstm(op: Op, rw: Rewriter) -> list[Value] | Failure:
+    """Forward and backward LSTMs over the same input; the backward one walks
+    the steps from the last and writes each output at its own time step.
+    merge_outputs concatenates them along the feature axis.
+
+    With batch-major input, merge_outputs and batch > 1, TFLite's float kernel
+    offsets each batch row's state by the merged output's row stride
+    (lstm_eval.cc EvalFloat, `b * output_batch_leading_dim`) and so reads past
+    its state tensor; this lowering computes the LSTM as defined instead.
+    """
+    return lower_bidirectional_lstm(op, rw, emulate=False)
+
+
+def lower_bidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value] | Failure:
+    for failure in (float_sequence_op(op, _BIDI_LSTM_WEIGHTS), no_aux_input(op, 39)):
+        if failure is not None:
+            return failure
+    x, time_major = op.operands[0], bool(op.attrs.get("time_major", True))
+    _, batch = steps_and_batch(x, time_major)
+    elem = result_element(op)
+    results = []
+    for layout, reverse in ((LSTM_FORWARD, False), (LSTM_BACKWARD, True)):
+        d = maybe_emulating(op, lstm_direction(rw, op, layout, batch, elem),
+                       _lstm_products(op, layout), emulate)
+        if isinstance(d, Failure):
+            return d
+        output = unrolled_sequence(rw, op, d, float_lstm_step, x, time_major, reverse)
+        if isinstance(output, Failure):
+            return output
+        results.append(output)
+    return bidirectional_results(rw, op, results)
+
 
 # ---------------------------------------------------------------------------
 # gemmlowp fixed point (fixedpoint/fixedpoint.h) on whole numpy arrays, for a
@@ -342,10 +622,6 @@ class IntegerLstm:
         return self.cell_exponent >= -15
 
 
-def _present(op: Op, index: int) -> bool:
-    return index < len(op.operands) and not is_none(op.operands[index])
-
-
 def _quantized_constant(op: Op, index: int, storage: str
                         ) -> tuple[np.ndarray, UniformQuantized] | Failure:
     value = op.operands[index]
@@ -374,7 +650,7 @@ def _refusal(op: Op) -> Failure | None:
         return Failure(f"{op.name}: expects 20 or 24 operands and one result")
     activation = op.attrs.get("fused_activation_function", "TANH")
     unsupported = (
-        (any(_present(op, i) for i in LAYER_NORM), "layer norm"),
+        (any(present(op, i) for i in LAYER_NORM), "layer norm"),
         (bool(op.attrs.get("diagonal_recurrent_tensors")), "diagonal recurrent weights"),
         # CalculateLstmGateInteger8x8_16 takes TANH or SIGMOID (which the flatbuffer
         # schema cannot express) and asserts on anything else.
@@ -407,11 +683,11 @@ def _peephole(op: Op, gates: tuple[str, ...], cell_exponent: int, width: int
               ) -> dict[str, tuple[np.ndarray, float]] | None | Failure:
     """Peephole weights (int16, VectorBatchVectorCwiseProductAccumulate) per gate."""
     named = [(g, i) for g, i in zip(("input", "forget", "output"), PEEPHOLE) if g in gates]
-    if not any(_present(op, i) for _, i in named):
+    if not any(present(op, i) for _, i in named):
         return None
     peephole = {}
     for gate, index in named:
-        constant = _quantized_constant(op, index, "i16") if _present(op, index) else None
+        constant = _quantized_constant(op, index, "i16") if present(op, index) else None
         if constant is None or isinstance(constant, Failure) or constant[0].size != width:
             return Failure(f"{op.name}: peephole weights {index} are not a constant int16 "
                            f"vector of {width}")
@@ -422,14 +698,14 @@ def _peephole(op: Op, gates: tuple[str, ...], cell_exponent: int, width: int
 
 def _projection(op: Op, hidden: UniformQuantized, output_state: UniformQuantized,
                 width: int, output_width: int) -> Projection | None | Failure:
-    if not _present(op, PROJECTION_WEIGHTS):
+    if not present(op, PROJECTION_WEIGHTS):
         return None
     constant = _quantized_constant(op, PROJECTION_WEIGHTS, "i8")
     if isinstance(constant, Failure):
         return constant
     weights, element = constant
     bias = _int32_vector(op, PROJECTION_BIAS, output_width) \
-        if _present(op, PROJECTION_BIAS) else np.zeros(output_width, dtype=np.int64)
+        if present(op, PROJECTION_BIAS) else np.zeros(output_width, dtype=np.int64)
     if isinstance(bias, Failure):
         return bias
     # PopulatePrecomputedZPTimesWeightsWithBias: bias + hidden_zp * row sums.
@@ -462,7 +738,7 @@ def integer_lstm(op: Op, input_rank: int = 3) -> IntegerLstm | Failure:
                        "<= 2^-9")
     if len(tensor_type(op.operands[0]).shape) != input_rank:
         return Failure(f"{op.name}: the input is not of rank {input_rank}")
-    first = 0 if _present(op, INPUT_WEIGHTS[0]) else 1  # CIFG: no input gate
+    first = 0 if present(op, INPUT_WEIGHTS[0]) else 1  # CIFG: no input gate
     gates = ("input", "forget", "cell", "output")[first:]
     if exponent < -15 and first:
         # The output then reads the input gate's scratch buffer (see cell_tanh),
@@ -503,12 +779,6 @@ def _i32(rw: Rewriter, values: np.ndarray | int) -> Value:
     return build.const(rw, np.asarray(values, dtype=np.int32).reshape(1, 1, -1), i32)
 
 
-def _elementwise(rw: Rewriter, name: str, a: Value, b: Value, **attrs: object) -> Value:
-    ta, tb = tensor_type(a), tensor_type(b)
-    shape = tuple(max(p, q) for p, q in zip(ta.shape, tb.shape))
-    return build.op(rw, name, [a, b], TensorType(shape, i32), **attrs)
-
-
 def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bound: int,
             out: ElementType, output_zp: int = 0) -> Value:
     """MultiplyByQuantizedMultiplier of each group of `width` columns by its scale
@@ -538,24 +808,9 @@ def _accumulator_bound(weights: np.ndarray, bias: np.ndarray | None = None,
     return int(column_sums.max(initial=0))
 
 
-def _saturate(rw: Rewriter, x: Value, low: int, high: int) -> Value:
-    """Clamp an i32 tensor (TOSA's CLAMP has no i32 mode: MAXIMUM then MINIMUM)."""
-    raised = _elementwise(rw, "tosa.maximum", x, _i32(rw, low), nan_mode="PROPAGATE")
-    return _elementwise(rw, "tosa.minimum", raised, _i32(rw, high), nan_mode="PROPAGATE")
-
-
-def _saturating_add(rw: Rewriter, a: Value, b: Value) -> Value:
+def _saturating_add(e: Elementwise, a: Value, b: Value) -> Value:
     """a + b clamped to int16, as i32 (the kernels' accumulate-and-saturate)."""
-    return _saturate(rw, _elementwise(rw, "tosa.add", a, b), -32768, 32767)
-
-
-def _shift_right_half_away(rw: Rewriter, x: Value, exponent: int) -> Value:
-    """gemmlowp RoundingDivideByPOT on i32 (half away from zero): ARITHMETIC_RIGHT_SHIFT
-    with round (half up) of x - 1 for negative x, x for the others."""
-    sign = _elementwise(rw, "tosa.arithmetic_right_shift", x, _i32(rw, 31), round=False)
-    adjusted = _elementwise(rw, "tosa.add", x, sign)
-    return _elementwise(rw, "tosa.arithmetic_right_shift", adjusted, _i32(rw, exponent),
-                        round=True)
+    return e.saturate(e.add(a, b), -32768, 32767)
 
 
 def _lookup(rw: Rewriter, tables: Value, x: Value, rows: Value) -> Value:
@@ -564,7 +819,7 @@ def _lookup(rw: Rewriter, tables: Value, x: Value, rows: Value) -> Value:
     says: one GATHER."""
     shape = tensor_type(x).shape
     count = int(np.prod(shape))
-    indices = build.reshape(rw, _elementwise(rw, "tosa.add", x, rows), (1, count))
+    indices = build.reshape(rw, Elementwise(rw, 3).add(x, rows), (1, count))
     gathered = build.op(rw, "tosa.gather", [tables, indices], TensorType((1, count, 1), i16))
     return build.reshape(rw, gathered, shape)
 
@@ -622,7 +877,7 @@ def step_constants(rw: Rewriter, p: IntegerLstm) -> StepConstants:
         (multiplier, shift), peephole, projection)
 
 
-def input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> list[Value]:
+def integer_input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> list[Value]:
     """sat16(MBQM(bias + W_x (x - zp_x))) of every step as i32 [1, batch, gates * width]:
     one MATMUL and one RESCALE for the whole sequence."""
     shape = tensor_type(x).shape
@@ -632,7 +887,7 @@ def input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: bool) -> 
     acc = build.op(rw, "tosa.matmul", [flat, weights, build.zero_point(rw, p.input.zero_point, i8),
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, shape[0] * shape[1], columns), i32))
-    acc = _elementwise(rw, "tosa.add", acc, _i32(rw, p.bias))
+    acc = Elementwise(rw, 3).add(acc, _i32(rw, p.bias))
     gates = _scaled(rw, acc, p.input_scales, p.width,
                     _accumulator_bound(p.input_weights, p.bias), i16)
     widened = _widen(rw, build.reshape(rw, gates, (shape[0], shape[1], columns)))
@@ -643,26 +898,27 @@ def _with_peephole(rw: Rewriter, k: StepConstants, gate: str, pre: Value, c: Val
     """VectorBatchVectorCwiseProductAccumulate: pre + MBQM(w_c * c), saturated to int16
     (|w_c * c| <= 2^30)."""
     weights, scale = k.peephole[gate]
-    scaled = _scaled(rw, build.mul(rw, c, weights), (scale,), 1, 1 << 30, i32)
-    return _saturating_add(rw, pre, scaled)
+    e = Elementwise(rw, 3)
+    scaled = _scaled(rw, e.mul(c, weights), (scale,), 1, 1 << 30, i32)
+    return _saturating_add(e, pre, scaled)
 
 
 def _cell_update(rw: Rewriter, p: IntegerLstm, gate: dict[str, Value], c: Value) -> Value:
     """UpdateLstmCellInteger: sat16(RDBP(f * c, 15) + RDBP(i * g, 30 + cell_exponent)),
     clipped; as i32. CwiseMul casts each product to int16: with gates <= 32767 that
     changes nothing down to cell exponent -15 and wraps i * g below it."""
-    forget = _shift_right_half_away(rw, build.mul(rw, gate["forget"], c), 15)
+    e = Elementwise(rw, 3)
+    forget = e.shift_right_half_away(e.mul(gate["forget"], c), 15)
     if "input" in gate:
-        update = build.mul(rw, gate["input"], gate["cell"])
+        update = e.mul(gate["input"], gate["cell"])
     else:  # CIFG: Sub1Vector, input = 32767 - forget
-        complement = _elementwise(rw, "tosa.sub", _i32(rw, 32767), _widen(rw, gate["forget"]))
-        update = build.mul(rw, complement, _widen(rw, gate["cell"]))
-    update = _shift_right_half_away(rw, update, 30 + p.cell_exponent)
+        complement = e.sub(_i32(rw, 32767), _widen(rw, gate["forget"]))
+        update = e.mul(complement, _widen(rw, gate["cell"]))
+    update = e.shift_right_half_away(update, 30 + p.cell_exponent)
     if p.cell_exponent < -15:
         update = _widen(rw, build.cast(rw, update, i16))  # TOSA's narrowing CAST wraps
     bound = p.cell_clip or 32767
-    return _saturate(rw, _elementwise(rw, "tosa.add", forget, update),
-                     -bound if p.cell_clip else -32768, bound)
+    return e.saturate(e.add(forget, update), -bound if p.cell_clip else -32768, bound)
 
 
 def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: Value,
@@ -681,20 +937,21 @@ def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: V
     # (and adds hidden_zp times the row sums to the projection's bias).
     scaled = build.rescale(rw, product, multiplier, shift, 0, 0,
                            TensorType((1, batch, p.width), i32), rounding_mode=DOUBLE_ROUND)
-    shifted = _elementwise(rw, "tosa.add", scaled, _i32(rw, -p.hidden.zero_point))
-    hidden = build.cast(rw, _saturate(rw, shifted, -128, 127), i8)
+    e = Elementwise(rw, 3)
+    shifted = e.add(scaled, _i32(rw, -p.hidden.zero_point))
+    hidden = build.cast(rw, e.saturate(shifted, -128, 127), i8)
     proj = p.projection
     acc = build.op(rw, "tosa.matmul", [hidden, k.projection, build.zero_point(rw, 0, i8),
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, batch, p.output_width), i32))
-    acc = _elementwise(rw, "tosa.add", acc, _i32(rw, proj.bias))
+    acc = e.add(acc, _i32(rw, proj.bias))
     projected = _scaled(rw, acc, (proj.scale,), p.output_width,
                         _accumulator_bound(proj.weights, proj.bias, 128), out,
                         p.output_state.zero_point)
     return build.clamp(rw, projected, -proj.clip, proj.clip) if proj.clip else projected
 
 
-def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h: Value,
+def integer_lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h: Value,
               c: Value, out: ElementType) -> tuple[Value, Value]:
     """One LstmStepInteger8x8_16 on [1, batch, *] tensors: (h_t as `out`, c_t as i16)."""
     batch = tensor_type(product).shape[1]
@@ -705,7 +962,7 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
                          TensorType((1, batch, columns), i32))
     recurrent = _scaled(rw, recurrent, p.recurrent_scales, p.width, k.recurrent_bound, i32)
     # MatrixBatchVectorMultiplyAccumulate adds to the gate and saturates to int16.
-    total = _saturating_add(rw, product, recurrent)
+    total = _saturating_add(Elementwise(rw, 3), product, recurrent)
     column = {name: i * p.width for i, name in enumerate(p.gates)}
     if p.peephole is not None:  # input and forget gates see the previous cell state
         parts = [_columns(rw, total, column[g], p.width) for g in p.gates]
@@ -725,7 +982,7 @@ def lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: Value, h:
     return _output_state(rw, p, k, output_gate, squashed, out), build.cast(rw, cell, i16)
 
 
-def initial_state(rw: Rewriter, value: Value, batch: int, width: int,
+def integer_initial_state(rw: Rewriter, value: Value, batch: int, width: int,
                   element: ElementType) -> Value:
     """A state operand's stored values as [1, batch, width]."""
     array = constant_value(value)
@@ -739,12 +996,12 @@ def unrolled(rw: Rewriter, op: Op, p: IntegerLstm, products: list[Value]) -> lis
     batch = tensor_type(products[0]).shape[1]
     out = tensor_type(op.results[0]).element
     k = step_constants(rw, p)
-    h = initial_state(rw, op.operands[OUTPUT_STATE], batch, p.output_width,
+    h = integer_initial_state(rw, op.operands[OUTPUT_STATE], batch, p.output_width,
                       tensor_type(op.operands[OUTPUT_STATE]).element)
-    c = initial_state(rw, op.operands[CELL_STATE], batch, p.width, i16)
+    c = integer_initial_state(rw, op.operands[CELL_STATE], batch, p.width, i16)
     outputs = []
     for product in products:
-        h, c = lstm_step(rw, p, k, product, h, c, out)
+        h, c = integer_lstm_step(rw, p, k, product, h, c, out)
         outputs.append(h)
     return outputs
 
@@ -760,7 +1017,7 @@ def unidirectional_sequence_lstm_int8(op: Op, rw: Rewriter) -> list[Value] | Fai
     if failure := require_static(op):
         return failure
     x, time_major = op.operands[0], bool(op.attrs.get("time_major", False))
-    outputs = unrolled(rw, op, p, input_products(rw, p, x, time_major))
+    outputs = unrolled(rw, op, p, integer_input_products(rw, p, x, time_major))
     return [sequence(rw, outputs, time_major)]
 
 
@@ -778,5 +1035,5 @@ def lstm_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
         return failure
     batch, width = tensor_type(op.operands[0]).shape
     step = build.reshape(rw, op.operands[0], (1, batch, width))
-    outputs = unrolled(rw, op, p, input_products(rw, p, step, time_major=True))
+    outputs = unrolled(rw, op, p, integer_input_products(rw, p, step, time_major=True))
     return [build.reshape(rw, outputs[0], tensor_type(op.results[0]).shape)]

@@ -1,4 +1,4 @@
-"""Generic passes over a Module: canonicalize, common-subexpression elimination, DCE.
+"""Simplifying passes over a Module: canonicalize, common-subexpression elimination, DCE.
 
 - `canonicalize(module)`: apply every registered canonicalization pattern to a
   fixpoint, then remove the ops that became dead (as MLIR's canonicalizer does).
