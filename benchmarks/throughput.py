@@ -132,8 +132,8 @@ class Table:
     def print(self) -> None:
         def fmt(x):
             return "fail" if x == "fail" else "-" if x is None else f"{x[0]:.3f} / {x[1]:.3f}"
-        print(f"| measure | ours wall / CPU s | Arm (or floor) wall / CPU s | ratio wall | "
-              f"ratio CPU | goal | met |")
+        print("| measure | ours wall / CPU s | Arm (or floor) wall / CPU s | ratio wall | "
+              "ratio CPU | goal | met |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for measure, ours, theirs, goal, met in self.rows:
             ok = isinstance(ours, tuple) and isinstance(theirs, tuple)
