@@ -4,13 +4,12 @@ float data, and in integer arithmetic, bit exact with TFLite, CONV_2D,
 DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL and TRANSPOSE_CONV.
 
 Float data: f32, f16 (f16 accumulates in f32). Hybrid ("dynamic range")
-models, float activations with int8 constant weights, are lowered by
-dequantizing the weights at conversion time: `(q - zp) * scale` per channel,
-in float64 rounded once to float32. TFLite's hybrid kernels instead quantize
-the activations too (per batch row, at run time) and accumulate in int32, so
-their answer carries the activations' int8 rounding error; the float lowering
-is the exact value those kernels approximate (see tests/test_legalize_conv.py
-for the measured gap).
+ops, float activations with int8 constant weights, take legalize/hybrid.py's
+patterns, which compute what TFLite's hybrid kernels compute (activations
+quantized per batch row at run time, int32 products). With `--hybrid float`
+they come here instead: the weights are dequantized at conversion time,
+`(q - zp) * scale` per channel, in float64 rounded once to float32, the exact
+value the hybrid kernels approximate without the activations' int8 rounding.
 
 Window geometry (TFLite's SAME/VALID padding made exact for TOSA) is
 `legalize.window`'s.

@@ -499,7 +499,7 @@ def int16_lookup(fn: Callable[[np.ndarray, int, int], np.ndarray],
                  integer_bits: int) -> np.ndarray:
     """`fn` (logistic or tanh) on every int16 input read as Q(integer_bits), as
     int16, indexed by input + 32768. Computed once per (fn, integer_bits): the
-    fixed-point evaluation over 65536 inputs costs tens of milliseconds, and
+    fixed-point evaluation of every int16 input is slow in Python, and
     every LSTM of a model uses the same few tables (read-only, shared)."""
     inputs = np.arange(-32768, 32768, dtype=np.int64)
     table = fn(inputs, 16, integer_bits).astype(np.int16)

@@ -38,9 +38,9 @@ def _tune_fresh_process(argv: list[str]) -> None:
     """
     if "numpy" in sys.modules:
         return
-    # Start-up creates a few hundred thousand objects (modules, classes,
-    # functions) that live until exit; at the default threshold (700
-    # allocations) the cyclic GC would rescan them dozens of times.
+    # Start-up creates many objects (modules, classes, functions) that live
+    # until exit; at the default threshold the cyclic GC would rescan them
+    # again and again for nothing.
     gc.set_threshold(50_000, 20, 10)
     if (invoked_command(argv) in _COMMANDS_WITHOUT_BLAS
             and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys()):

@@ -52,7 +52,7 @@ def _explain(exc: Exception) -> str:
 
 class _Reading:
     """The context `reading` returns (a class: the importer enters several per
-    tensor, and a generator-based context manager costs several times more)."""
+    tensor, and a generator-based context manager costs more per entry)."""
 
     __slots__ = ("what",)
 
