@@ -8,7 +8,7 @@ exact floor division). This module adds the checks the patterns of this
 module, `comparison.py` and `casts.py` share, then one pattern per TFL op.
 
 Numerics (facts from the TFLite reference kernels and the TOSA 1.0
-specification; shared/research/LEGALIZATION.md sections 1, 3.4 and 5):
+specification):
 - TFLite's float ADD/SUB/MUL/DIV clamp their result to the fused
   activation's range, which for NONE is [lowest, max]: x/0 gives FLT_MAX,
   not inf (kernels/internal/common.h ActivationFunctionWithMinMax). DIV, the

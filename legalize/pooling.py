@@ -25,8 +25,7 @@ averages the same raw values over the same in-bounds count (padding is
 excluded), and its integer division, `apply_scale_32(sum,
 reciprocal_scale(count))` with the multiplier `((2^30 + 1) << k) / count`,
 rounds exact halves away from zero too: the `+ 1` makes the multiplier
-slightly larger than `2^(30 + k) / count` (TOSA 1.0 spec, AVG_POOL2D;
-shared/research/LEGALIZATION.md section 2.5). Subtracting a non-zero zero
+slightly larger than `2^(30 + k) / count` (TOSA 1.0 spec, AVG_POOL2D). Subtracting a non-zero zero
 point first would move those ties (the average of 0 and 1 with zero point 5
 is 1 in TFLite, 0 after the zero point is taken out and added back), which is
 why the zero points stay 0.

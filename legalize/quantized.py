@@ -1,7 +1,8 @@
 """Quantization arithmetic shared by the integer patterns, written once.
 
 Everything here reproduces what TFLite's kernels compute, so the TOSA graph
-is bit exact with them (facts: shared/research/LEGALIZATION.md, section 2).
+is bit exact with them (facts: TFLite's quantization_util.cc, kernels/internal/common.h
+and reference_ops).
 
 - Multipliers: `quantize_multiplier` (TFLite `QuantizeMultiplier`, a 32-bit
   multiplier for RESCALE with scale32) and `quantize_multiplier_16` (the

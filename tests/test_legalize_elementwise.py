@@ -3,7 +3,7 @@
 Every case is a one-op model written with the TfliteBuilder, fed chosen
 values and checked by `check_model` (TFLite's reference kernels, then Arm's
 reference model on the written `.tosa`). Values are picked to break the
-known-wrong lowerings (shared/research/LEGALIZATION.md section 1): FLOOR_MOD
+known-wrong lowerings: FLOOR_MOD
 without the multiply by y, floor(x + 0.5) for ROUND, x * (1/y) for DIV,
 RECIPROCAL(RSQRT(x)) style square roots, TOSA POW on a negative base (Arm's
 model reports it UNPREDICTABLE). Ops whose lowering is exact must also be
