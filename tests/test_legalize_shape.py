@@ -293,7 +293,7 @@ UINT8_CASES = {
         "PAD", [u8((2, 2), 0.1, 128), i32([[1, 1], [1, 1]])], [u8((4, 4), 0.1, 128)],
         paths=INTEGER), [[[0, 255], [128, 7]]], 0),
     # uint8 CONCATENATION requantizes inputs of other scales: not a move; the integer
-    # pattern (legalize/integer/data.py) rescales them exactly.
+    # pattern (legalize/joining.py) rescales them exactly.
     "concatenation_uint8_different_scales_rescaled": (Case(
         "CONCATENATION", [u8((2, 2), 0.05, 128), u8((2, 3), 0.02, 100)], [u8((2, 5), 0.05, 128)],
         ("ConcatenationOptions", {"axis": 1}), paths=INTEGER),
