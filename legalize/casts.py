@@ -229,8 +229,8 @@ def quantize_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
             storage_type(target.element).name not in _REQUANTIZE_STORAGE:
         return Failure(f"{op.name}: requantize {source.element} -> {target.element}")
     if storage_type(source.element).name == "ui8" or storage_type(target.element).name == "ui8":
-        # uint8 zero points need RESCALE's unsigned reading. (Imported here: importing
-        # legalize.integer.data at the top would register its patterns before conv's.)
+        # uint8 zero points need RESCALE's unsigned reading. (Imported here: only
+        # uint8 casts need the uint8 support module.)
         from legalize.integer.data import requantize_uint8
 
         return [requantize_uint8(rw, op.operands[0], target, rounding_mode(op.name))]

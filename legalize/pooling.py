@@ -117,8 +117,7 @@ def average_pool_2d_uint8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     refused = _raw_values(op, "ui8")
     if refused is not None:
         return refused
-    # Imported here: importing legalize.integer.data at the top would register its
-    # patterns before the ones of modules registered earlier (see casts.py).
+    # Imported here: only uint8 pools need the uint8 support module.
     from legalize.integer.data import UINT8_OFFSET, from_int8, int8_twin, to_int8
 
     window = pool_window(op, rw, to_int8(rw, op.operands[0]))
