@@ -146,3 +146,29 @@ def test_mul_cast_clamp(graph, b):
     assert verify(_module(graph, clipped)) == []
     with pytest.raises(IRError, match="equal ranks"):
         tb.mul(b, x, graph.add_input("z", T((3,), i16)))
+
+
+def test_one_value_constants_are_made_once_per_op_list(graph, b):
+    """Zero points and per-tensor multipliers repeat op after op: the second
+    request returns the first constant, and burns the name a copy would have
+    taken, so later names are those a CSE of copies would leave."""
+    first = tb.zero_point(b, 3, i8)
+    again = tb.zero_point(b, 3, i8)
+    other = tb.zero_point(b, 4, i8)
+    assert again is first and other is not first
+    assert [op.opname for op in graph.ops].count("const") == 2
+    wider = tb.const(b, np.array([3], dtype=np.int16), i16)
+    assert wider is not first                       # same value, other type
+    vector = tb.const(b, np.array([3, 3], dtype=np.int8), i8)
+    assert tb.const(b, np.array([3, 3], dtype=np.int8), i8) is not vector
+    assert tb.const(b, np.array([5], dtype=np.int8)).name == "const_6"
+
+
+def test_a_discarded_constant_is_not_handed_out_again(graph, b):
+    from tfl2tosa.ir.rewrite import discard_since
+
+    mark = len(graph.ops)
+    dropped = tb.zero_point(b, 7, i8)
+    discard_since(graph.ops, mark)
+    again = tb.zero_point(b, 7, i8)
+    assert again is not dropped and again.owner in graph.ops

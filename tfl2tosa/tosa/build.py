@@ -14,6 +14,7 @@ correctly rounded division, an exact floor division).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -110,6 +111,9 @@ def op_results(b: Builder, name: str, operands: Sequence[Value],
 # ---------------------------------------------------------------------------
 # Constants
 
+# graph -> (the op list being built, one-value constant key -> (value, index in it))
+_ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 
 def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     """A `tosa.const` holding `array`; the element type follows its dtype unless given.
@@ -133,7 +137,30 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     if narrower and values.size and (values.min() < scalar.min_value
                                      or values.max() > scalar.max_value):
         raise IRError(f"constant values do not fit {scalar}")
+    if values.size == 1:
+        return _one_value_const(b, values, element)
     return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+
+
+def _one_value_const(b: Builder, values: np.ndarray, element: ElementType) -> Value:
+    """A one-value constant, made once per graph and op list: patterns ask for the
+    same zero points, multipliers and shifts op after op, and CSE would merge the
+    copies into the first anyway. The name a copy would have taken is still used
+    up, so every other value keeps its name."""
+    key = (values.shape, values.dtype.str, values.tobytes(), str(element))
+    cache = _ONE_VALUE_CONSTS.get(b.graph)
+    if cache is None or cache[0] is not b.ops:
+        cache = _ONE_VALUE_CONSTS[b.graph] = (b.ops, {})
+    ops, known = cache
+    hit = known.get(key)
+    if hit is not None:
+        value, index = hit
+        if index < len(ops) and ops[index] is value.owner:
+            b.graph.unique_name(f"{b.name_base}/const" if b.name_base else "const")
+            return value
+    value = op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+    known[key] = (value, len(ops) - 1)
+    return value
 
 
 def const_shape(b: Builder, values: Sequence[int]) -> Value:
