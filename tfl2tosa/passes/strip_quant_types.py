@@ -57,13 +57,19 @@ def _strip_inputs(graph: Graph) -> list[Op]:
     for value in graph.inputs:
         if not _is_quantized_value(value):
             continue
-        quantized = value.type
-        value.type = stripped_type(quantized)  # type: ignore[assignment]
-        cast = _scast_op(graph, value, quantized, f"{value.name}/scast", value.name)
-        _redirect_uses(value, cast.result, cast)
-        graph.outputs = [cast.result if v is value else v for v in graph.outputs]
-        head.append(cast)
+        head.append(_retype_behind_scast(graph, value, value.name))
     return head
+
+
+def _retype_behind_scast(graph: Graph, value: Value, loc: str) -> Op:
+    """Give `value` its storage type in place; an scast after it restores the
+    quantized value for every use and graph output."""
+    quantized = value.type
+    value.type = stripped_type(quantized)  # type: ignore[assignment]
+    cast = _scast_op(graph, value, quantized, f"{value.name}/scast", loc)
+    _redirect_uses(value, cast.result, cast)
+    graph.outputs = [cast.result if v is value else v for v in graph.outputs]
+    return cast
 
 
 def _strip_outputs(graph: Graph) -> list[Op]:
@@ -101,12 +107,7 @@ def _strip_op(graph: Graph, op: Op) -> list[Op]:
         _signless_payload(op)
     for value in op.results:
         if _is_quantized_value(value):
-            quantized = value.type
-            value.type = stripped_type(quantized)  # type: ignore[assignment]
-            cast = _scast_op(graph, value, quantized, f"{value.name}/scast", op.loc)
-            _redirect_uses(value, cast.result, cast)
-            graph.outputs = [cast.result if v is value else v for v in graph.outputs]
-            after.append(cast)
+            after.append(_retype_behind_scast(graph, value, op.loc))
     return [*before, op, *after]
 
 
