@@ -16,6 +16,11 @@ operators that name graphs or variables; this module walks the graphs.
 
 Dimensions that are dynamic (-1) or tensors that are unranked are skipped by
 the shape rules; everything else is checked exactly.
+
+Many ops of a graph look alike, so each op signature (name, operand and result
+types, attributes: `signature`) is judged once: the problems found from it are
+reported again at every op that has it, and the checks that read a constant
+operand's values, or which op makes it, run on each op (`OpCheck.defer`).
 """
 
 from __future__ import annotations
