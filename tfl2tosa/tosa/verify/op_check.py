@@ -41,6 +41,8 @@ known = rules.known
 
 
 def int_list(value: Any) -> list[int] | None:
+    if value.__class__ is list and all(v.__class__ is int for v in value):
+        return list(value)  # as the patterns write them
     if isinstance(value, np.ndarray):
         value = value.tolist() if value.ndim == 1 else None
     if isinstance(value, (list, tuple)) and all(
