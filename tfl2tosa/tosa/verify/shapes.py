@@ -10,6 +10,7 @@ registered with `reads_values` is deferred whole."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -284,12 +285,23 @@ def _rescale_zero_points(c: OpCheck, read_in: bool, read_out: bool) -> None:
 
 def _rescale_values(c: OpCheck) -> None:
     shifts = c.const(2)
-    if shifts is not None and shifts.size and (shifts.min() < 2 or shifts.max() > 62):
-        c.error(f"shift values must be in 2..62, got {shifts.min()}..{shifts.max()} (REQUIRE)")
+    if shifts is not None and shifts.size:
+        low, high = _bounds(shifts)
+        if low < 2 or high > 62:
+            c.error(f"shift values must be in 2..62, got {low}..{high} (REQUIRE)")
     multipliers = c.const(1)
     if c.attr("scale32") and multipliers is not None and multipliers.size \
-            and multipliers.min() < 0:
+            and _bounds(multipliers)[0] < 0:
         c.error("multiplier values must be >= 0 (REQUIRE)")
+
+
+def _bounds(values: np.ndarray) -> tuple[Any, Any]:
+    """values.min(), values.max() of a non-empty array; a single value is taken
+    as it is, without numpy's reductions (a per-tensor multiplier or shift)."""
+    if values.size == 1:
+        only = values.reshape(-1)[0]
+        return only, only
+    return values.min(), values.max()
 
 
 @rule("CONST")
