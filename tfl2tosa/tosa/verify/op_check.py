@@ -120,20 +120,21 @@ class OpCheck:
         for what, args, values in (("operand", self.opdef.inputs, self.op.operands),
                                    ("result", self.opdef.outputs, self.op.results)):
             for arg, value in self.pairs(args, values):
+                t = value.type
                 want = ShapeType if arg.kind == "shape" else TensorType
-                if not isinstance(value.type, want):
+                if not isinstance(t, want):
                     self.error(f"{what} {arg.name!r} must be a "
-                               f"{'shape_t' if want is ShapeType else 'tensor'}, "
-                               f"got {value.type}")
+                               f"{'shape_t' if want is ShapeType else 'tensor'}, got {t}")
                     continue
-                shape = shape_of(value)
+                if want is ShapeType:
+                    continue  # ranks and one-value shapes are rules of tensors
+                shape = t.shape
                 if arg.rank is not None and shape is not None:
                     low, high = arg.rank
                     if not low <= len(shape) <= high:
                         wanted = str(low) if low == high else f"{low}..{high}"
-                        self.error(f"{what} {arg.name!r} must have rank {wanted}, "
-                                   f"got {value.type}")
-                problem = rules.one_value_problem(arg, value.type)
+                        self.error(f"{what} {arg.name!r} must have rank {wanted}, got {t}")
+                problem = rules.one_value_problem(arg, t)
                 if problem:
                     self.error(f"{what} {problem}")
 
@@ -162,7 +163,7 @@ class OpCheck:
     # -- attributes ----------------------------------------------------------
 
     def check_attrs(self) -> None:
-        known = {a.name: a for a in self.opdef.attrs}
+        known = self.opdef.attr_names
         for name in self.op.attrs:
             if name not in known:
                 self.error(f"unknown attribute {name!r} (allowed: "
