@@ -223,9 +223,11 @@ class _Checker:
 
 
 class Verdict:
-    """What an op's checks find from its signature alone: its problems, in
-    order, among the checks still to run on each op because they read constant
-    operands' values; the feature sets it needs; its bound type variables."""
+    """The checks of one op signature: `steps`, in the order the checks run,
+    are the problems found from the signature alone (messages) and the checks
+    left to run on each op, which read constant operands' values or their
+    producers (functions of an OpCheck); `needs` are the feature sets its type
+    mode and attribute values need; `types` its bound type variables."""
 
     __slots__ = ("opdef", "steps", "needs", "types")
 
