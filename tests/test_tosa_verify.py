@@ -9,6 +9,7 @@ formulas in the case comments.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -598,3 +599,99 @@ def test_arm_reference_model_accepts_the_correct_graphs():
     for module, inputs in cases:
         assert verify(module) == []
         assert arm_judges_valid(module, inputs)
+
+
+# ---------------------------------------------------------------------------
+# Ops that share a signature
+#
+# The verifier judges an op signature (name, operand and result types,
+# attributes) once and hands the verdict to every op that has it; what a rule
+# reads of a constant operand's value, and which op makes a constant operand,
+# it reads again for each op. Each case builds ops of one signature in two
+# graphs, at locations of their own, some of them wrong.
+
+GRAPH_LOCS = (("main", "main/op#1"), ("main", "main/op#2"), ("other", "other/op#1"),
+              ("other", "other/op#2"))
+
+
+def shared_signature_module(build: Callable[..., Value], input_types: list[Any],
+                            variants: list[dict[str, Any]]) -> Module:
+    """One op per variant, built by build(b, *inputs, **variant) at GRAPH_LOCS in turn."""
+    module = Module()
+    graphs: dict[str, Graph] = {}
+    for (graph_name, loc), variant in zip(GRAPH_LOCS, variants):
+        graph = graphs.get(graph_name)
+        if graph is None:
+            graph = graphs[graph_name] = module.add_graph(Graph(graph_name))
+        inputs = [graph.add_input(f"x{len(graph.inputs)}", t) for t in input_types]
+        graph.outputs.append(build(Builder(graph, loc=loc), *inputs, **variant))
+    return module
+
+
+def reported(module: Module, **kwargs: Any) -> list[tuple[str, str, str]]:
+    return [(v.graph, v.loc, v.message)
+            for v in verify(module, raise_on_error=False, **kwargs)]
+
+
+def test_shared_signature_reports_each_wrong_op_at_its_location():
+    # OH = (8 - 1 + 1 + 1 - (3 - 1) * 1) / 1 + 1 = 8, declared 7 in every variant.
+    module = shared_signature_module(lambda b, x: conv2d(b, x, T((1, 7, 8, 4), i32)),
+                                     [T((1, 8, 8, 3), i8)], [{}] * 4)
+    message = "output dimension 1 must be 8, got 7"
+    assert reported(module) == [(graph, loc, message) for graph, loc in GRAPH_LOCS]
+
+
+def test_shared_signature_reads_each_zero_point():
+    # ERROR_IF(in_t != i8 && input_zp != 0): a 16x8 convolution's input_zp must be 0.
+    def conv16(b, x, zp):
+        return conv2d(b, x, T((1, 8, 8, 4), i48), element=i16, acc="INT48", zp=zp)
+    module = shared_signature_module(conv16, [T((1, 8, 8, 3), i16)],
+                                     [{"zp": 0}, {"zp": 3}, {"zp": 0}, {"zp": -2}])
+    assert reported(module) == [
+        ("main", "main/op#2", "zero point input_zp must be 0 for i16, got 3"),
+        ("other", "other/op#2", "zero point input_zp must be 0 for i16, got -2")]
+
+
+def test_shared_signature_reads_each_rescale_shift_and_zero_point():
+    # i32 -> i16: ERROR_IF(out_t != i8 && output_zp != 0); REQUIRE(2 <= shift <= 62).
+    def rescale16(b, x, shift, out_zp):
+        return rescale(b, x, i16, shift=shift, out_zp=out_zp)
+    module = shared_signature_module(
+        rescale16, [T((2, 3), i32)],
+        [{"shift": 30, "out_zp": 0}, {"shift": 1, "out_zp": 0}, {"shift": 30, "out_zp": 5},
+         {"shift": 63, "out_zp": 5}])
+    assert reported(module) == [
+        ("main", "main/op#2", "shift values must be in 2..62, got 1..1 (REQUIRE)"),
+        ("other", "other/op#1", "output_zp must be 0 for i16, got 5"),
+        ("other", "other/op#2", "output_zp must be 0 for i16, got 5"),
+        ("other", "other/op#2", "shift values must be in 2..62, got 63..63 (REQUIRE)")]
+
+
+def test_shared_signature_reads_each_shape_operand_and_its_producer():
+    # RESHAPE [2, 3] -> [6]: the shape operand is a <ctc> made by tosa.const_shape
+    # (without EXT-DYNAMIC) and must equal the output shape, keeping 6 elements.
+    def reshape6(b, x, s, shape):
+        shape_arg = s if shape is None else tb.const_shape(b, shape)
+        return b.op("tosa.reshape", [x, shape_arg], T((6,), i8))
+    module = shared_signature_module(reshape6, [T((2, 3), i8), ShapeType(1)],
+                                     [{"shape": [6]}, {"shape": None}, {"shape": [7]},
+                                      {"shape": [6]}])
+    assert reported(module) == [
+        ("main", "main/op#2", "operand 'shape' must be a compile-time constant "
+                              "(tosa.const_shape) without EXT-DYNAMIC; it comes from a graph "
+                              "input"),
+        ("other", "other/op#1", "output (from the shape operand) shape must be [7], got [6]"),
+        ("other", "other/op#1", "element count changes from [2, 3] (6 elements) to [7] "
+                                "(7 elements)")]
+    assert reported(module, extensions=("EXT-DYNAMIC",))[0][1] == "other/op#1"
+
+
+def test_shared_signature_reads_each_mul_shift():
+    # REQUIRE(in_t == i32 || shift == 0).
+    def mul8(b, x, shift):
+        return tb.op(b, "tosa.mul", [x, x, tb.const(b, np.array([shift], np.int8))],
+                     T((4,), i32))
+    module = shared_signature_module(mul8, [T((4,), i8)],
+                                     [{"shift": 0}, {"shift": 0}, {"shift": 1}, {"shift": 0}])
+    assert reported(module) == [
+        ("other", "other/op#1", "shift must be 0 unless the inputs are i32, got 1 (REQUIRE)")]

@@ -181,8 +181,9 @@ def refine_modes(opdef: OpDef, candidates: Sequence[TypeMode], attrs: dict[str, 
 def one_value_problem(arg: Arg, value_type: Type) -> str | None:
     """ERROR_IF a [1] argument (a zero point, MUL's shift, PAD's pad_const) does
     not hold one value."""
+    # A static shape holds one value exactly when every dimension is 1.
     if arg.shape == "[1]" and isinstance(value_type, TensorType) and value_type.is_static \
-            and value_type.num_elements != 1:
+            and any(d != 1 for d in value_type.shape):
         return f"{arg.name!r} must have shape [1] (one value), got {list(value_type.shape)}"
     return None
 
@@ -755,6 +756,16 @@ def rescale_problems(in_t: str, out_t: str, in_zp: int | None, out_zp: int | Non
     without scale32, DOUBLE_ROUND only with it, unsigned only for 8 and 16 bits
     on one side and never towards or from 32/48 bits; a zero point is 0 except
     on i8, and 0 or 32768 on unsigned 16 bits; per_channel needs rank >= 1."""
+    return (rescale_attribute_problems(in_t, out_t, scale32, rounding_mode, input_unsigned,
+                                       output_unsigned)
+            + rescale_zero_point_problems(in_t, out_t, in_zp, out_zp, input_unsigned,
+                                          output_unsigned)
+            + rescale_rank_problems(per_channel, rank))
+
+
+def rescale_attribute_problems(in_t: str, out_t: str, scale32: bool, rounding_mode: str,
+                               input_unsigned: bool, output_unsigned: bool) -> list[str]:
+    """The attribute rules of rescale_problems."""
     problems = []
     if scale32 and in_t == "i48":
         problems.append("scale32 must be false for a 48-bit input")
@@ -768,6 +779,13 @@ def rescale_problems(in_t: str, out_t: str, in_zp: int | None, out_zp: int | Non
         problems.append(f"input_unsigned is not allowed for {in_t} -> {out_t}")
     if output_unsigned and (out_t not in ("i8", "i16") or in_t in ("i32", "i48")):
         problems.append(f"output_unsigned is not allowed for {in_t} -> {out_t}")
+    return problems
+
+
+def rescale_zero_point_problems(in_t: str, out_t: str, in_zp: int | None, out_zp: int | None,
+                                input_unsigned: bool, output_unsigned: bool) -> list[str]:
+    """The zero point rules of rescale_problems."""
+    problems = []
     for name, zp, element, unsigned in (("input_zp", in_zp, in_t, input_unsigned),
                                         ("output_zp", out_zp, out_t, output_unsigned)):
         if zp is None:
@@ -778,9 +796,14 @@ def rescale_problems(in_t: str, out_t: str, in_zp: int | None, out_zp: int | Non
                                 f"got {zp & 0xFFFF}")
         elif element != "i8" and zp != 0:
             problems.append(f"{name} must be 0 for {element}, got {zp}")
-    if rank is not None and per_channel and rank < 1:
-        return problems + ["per_channel needs an input of rank >= 1"]
     return problems
+
+
+def rescale_rank_problems(per_channel: bool, rank: int | None) -> list[str]:
+    """ERROR_IF per_channel with a rank-0 input."""
+    if rank is not None and per_channel and rank < 1:
+        return ["per_channel needs an input of rank >= 1"]
+    return []
 
 
 def rescale_count_problems(x: Sequence[int] | None, per_channel: bool,

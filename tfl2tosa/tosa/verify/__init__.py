@@ -16,17 +16,24 @@ operators that name graphs or variables; this module walks the graphs.
 
 Dimensions that are dynamic (-1) or tensors that are unranked are skipped by
 the shape rules; everything else is checked exactly.
+
+Many ops of a graph look alike, so each op signature (name, operand and result
+types, attributes: `signature`) is judged once: the problems found from it are
+reported again at every op that has it, and the checks that read a constant
+operand's values, or which op makes it, run on each op (`OpCheck.defer`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import FrozenInstanceError
 from typing import Any
 
+import numpy as np
+
 from tfl2tosa.errors import VerificationError
 from tfl2tosa.ir.core import Graph, Module, Op
-from tfl2tosa.tosa.ops import BY_MLIR, EXTENSION_PROFILES, EXTENSIONS
+from tfl2tosa.tosa.ops import BY_MLIR, EXTENSION_PROFILES, EXTENSIONS, OpDef
 
 # Registers the rules of the operators that name graphs or variables.
 from tfl2tosa.tosa.verify import control  # noqa: F401
@@ -170,37 +177,117 @@ class _Checker:
         self.needs: list[tuple[str, ...]] = []
         self.variables = {op.attrs.get("name"): op for _, op in module.ops()
                           if op.name == "tosa.variable"}
+        # The verdict of each op signature met (see `signature`). It lives for
+        # one walk of one module, so the module's graph names and the enabled
+        # features, which some checks read, are fixed.
+        self.verdicts: dict[tuple[Any, ...], Verdict] = {}
+        # The type-mode verdict of each element-type signature (OpCheck.check_types).
+        self.type_verdicts: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def report(self, graph: Graph, op: Op | None, message: str) -> None:
         loc = op.loc if op is not None and op.loc else graph.name
         self.violations.append(Violation(op, graph.name, loc, message))
 
     def check_graph(self, graph: Graph) -> None:
-        defined = {id(v) for v in graph.inputs}
+        defined = set(graph.inputs)  # values compare by identity
         for op in graph.ops:
-            for i, value in enumerate(op.operands):
-                if id(value) not in defined:
-                    self.report(graph, op, f"operand {i} ({value.name!r}) is used before it "
-                                           f"is defined in graph {graph.name!r}")
-            defined.update(id(v) for v in op.results)
+            if not defined.issuperset(op.operands):
+                for i, value in enumerate(op.operands):
+                    if value not in defined:
+                        self.report(graph, op, f"operand {i} ({value.name!r}) is used before "
+                                               f"it is defined in graph {graph.name!r}")
+            defined.update(op.results)
             self.check_op(graph, op)
         for value in graph.outputs:
-            if id(value) not in defined:
+            if value not in defined:
                 self.report(graph, None, f"output {value.name!r} is not defined in the graph")
 
     def check_op(self, graph: Graph, op: Op) -> None:
-        opdef = BY_MLIR.get(op.name)
-        if opdef is None:
-            self.report(graph, op, f"{op.name} is not a TOSA 1.0 operator "
-                                   f"(dialect {op.dialect!r})")
-            return
-        c = OpCheck(self, graph, op, opdef)
-        if not c.check_arity():
-            return
+        key = signature(op)
+        verdict = self.verdicts.get(key) if key is not None else None
+        if verdict is None:
+            verdict = judge(self, op)
+            if key is not None:
+                self.verdicts[key] = verdict
+        if verdict.needs:
+            self.needs.extend(verdict.needs)
+        c: OpCheck | None = None
+        for step in verdict.steps:
+            if isinstance(step, str):
+                self.report(graph, op, step)
+                continue
+            if c is None:
+                assert verdict.opdef is not None  # an op without one has no checks to run
+                c = OpCheck(self, graph, op, verdict.opdef, verdict.types)
+            step(c)
+
+
+class Verdict:
+    """The checks of one op signature: `steps`, in the order the checks run,
+    are the problems found from the signature alone (messages) and the checks
+    left to run on each op, which read constant operands' values or their
+    producers (functions of an OpCheck); `needs` are the feature sets its type
+    mode and attribute values need; `types` its bound type variables."""
+
+    __slots__ = ("opdef", "steps", "needs", "types")
+
+    def __init__(self, opdef: OpDef | None, steps: tuple[str | Callable[[OpCheck], None], ...],
+                 needs: tuple[tuple[str, ...], ...], types: dict[str, str]) -> None:
+        self.opdef = opdef
+        self.steps = steps
+        self.needs = needs
+        self.types = types
+
+
+def judge(checker: _Checker, op: Op) -> Verdict:
+    """Run the checks of `op`: those that read only its signature once, for
+    every op that shares it; the others are left in the verdict's steps."""
+    opdef = BY_MLIR.get(op.name)
+    if opdef is None:
+        return Verdict(None, (f"{op.name} is not a TOSA 1.0 operator "
+                              f"(dialect {op.dialect!r})",), (), {})
+    c = OpCheck(checker, None, op, opdef, judging=True)
+    if c.check_arity():
         c.check_attrs()
         c.check_arg_kinds()
         c.check_constants()
-        c.mode = c.check_types()
+        c.check_types()
         rule = SHAPE_RULES.get(opdef.name)
         if rule is not None and not c.failed_attrs:
             rule(c)
+    return Verdict(opdef, tuple(c.steps), tuple(c.needs), c.types)
+
+
+# What an op's verdict depends on besides its name and operand and result
+# types: its attributes, each as its class and value. A float keeps its text
+# (0.0 and -0.0 are equal but read differently in a message); an array, only
+# allowed as a `tensor` attribute, is checked by its shape alone (its values
+# are read by deferred checks). An attribute of any other kind leaves the op
+# without a signature: it is judged on its own.
+_TENSOR_ATTRIBUTES = {opdef.mlir: frozenset(a.name for a in opdef.attrs if a.type == "tensor")
+                      for opdef in BY_MLIR.values()}
+_PLAIN = frozenset((int, bool, str))
+
+
+def signature(op: Op) -> tuple[Any, ...] | None:
+    """The op's name, operand and result types and attributes; None if an
+    attribute value cannot be part of it."""
+    key: list[Any] = [op.name]
+    key += [v.type for v in op.operands]
+    key.append(None)
+    key += [v.type for v in op.results]
+    for name, value in op.attrs.items():
+        cls = value.__class__
+        if cls in _PLAIN:
+            key += (name, cls, value)
+        elif cls is list or cls is tuple:
+            if not all(e.__class__ is int for e in value):
+                return None
+            key += (name, cls, tuple(value))
+        elif cls is float:
+            key += (name, cls, repr(value))
+        elif cls is np.ndarray and name in _TENSOR_ATTRIBUTES.get(op.name, ()):
+            key += (name, cls, value.shape)
+        else:
+            return None
+    return tuple(key)

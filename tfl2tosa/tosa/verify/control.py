@@ -42,7 +42,7 @@ def _text(types: list[Any]) -> str:
     return "(" + ", ".join(str(t) for t in types) + ")"
 
 
-@rule("COND_IF")
+@rule("COND_IF", reads_values=True)
 def _cond_if(c: OpCheck) -> None:
     condition = c.in_shape(0)
     problem = None if condition is None else rules.condition_problem("condition", condition)
@@ -60,7 +60,7 @@ def _cond_if(c: OpCheck) -> None:
                     f"but the op yields {_text(outputs)}")
 
 
-@rule("WHILE_LOOP")
+@rule("WHILE_LOOP", reads_values=True)
 def _while_loop(c: OpCheck) -> None:
     inputs = _signature(c.op.operands)
     if not _same_types(_signature(c.op.results), inputs):
@@ -83,7 +83,7 @@ def _while_loop(c: OpCheck) -> None:
                     f"loop carries {_text(inputs)}")
 
 
-@rule("VARIABLE_READ", "VARIABLE_WRITE")
+@rule("VARIABLE_READ", "VARIABLE_WRITE", reads_values=True)
 def _variable_access(c: OpCheck) -> None:
     name = c.op.attrs["name"]
     declaration = c.checker.variables.get(name)
@@ -98,7 +98,7 @@ def _variable_access(c: OpCheck) -> None:
     c.expect_shape(f"variable {name!r}", shape, int_list(declaration.attrs.get("var_shape")))
 
 
-@rule("VARIABLE")
+@rule("VARIABLE", reads_values=True)
 def _variable(c: OpCheck) -> None:
     initial = c.op.attrs.get("initial_value")
     var_shape = int_list(c.op.attrs.get("var_shape"))

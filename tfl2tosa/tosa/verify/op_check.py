@@ -4,7 +4,7 @@ kinds, attributes, compile-time-constant operands and element-type modes;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +21,6 @@ from tfl2tosa.tosa.ops import (
     ENUMS,
     Arg,
     OpDef,
-    TypeMode,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +41,8 @@ known = rules.known
 
 
 def int_list(value: Any) -> list[int] | None:
+    if value.__class__ is list and all(v.__class__ is int for v in value):
+        return list(value)  # as the patterns write them
     if isinstance(value, np.ndarray):
         value = value.tolist() if value.ndim == 1 else None
     if isinstance(value, (list, tuple)) and all(
@@ -51,20 +52,57 @@ def int_list(value: Any) -> list[int] | None:
     return None
 
 
-class OpCheck:
-    """The checks of one op; shape rules call its helpers."""
+# The attributes rules.bind_types and rules.refine_modes read, on any op: an
+# acc_type is read even where the operator has none (NEGATE, REDUCE_SUM), where
+# it is also reported as unknown.
+_TYPE_ATTRIBUTES = ("scale32", "acc_type", "mode", "type")
 
-    def __init__(self, checker: _Checker, graph: Graph, op: Op, opdef: OpDef) -> None:
+
+class OpCheck:
+    """The checks of one op; shape rules call its helpers.
+
+    An op's checks run once per signature (its name, operand and result types
+    and attributes) while `judging`: each problem found is recorded in `steps`,
+    and a check that reads a constant operand's value (a zero point, RESCALE's
+    shifts) is deferred into `steps` as a function, to be run again on every op
+    with that signature. Outside judging a problem is reported at once.
+    """
+
+    __slots__ = ("checker", "graph", "op", "opdef", "types", "judging", "steps", "needs",
+                 "failed_attrs")
+
+    def __init__(self, checker: _Checker, graph: Graph | None, op: Op, opdef: OpDef,
+                 types: dict[str, str] | None = None, *, judging: bool = False) -> None:
         self.checker = checker
         self.graph = graph
         self.op = op
         self.opdef = opdef
-        self.mode: TypeMode | None = None
-        self.types: dict[str, str] = {}
+        self.types: dict[str, str] = {} if types is None else types
+        self.judging = judging
+        self.steps: list[str | Callable[[OpCheck], None]] = []
+        # The feature sets this op needs, one of which must be enabled each.
+        self.needs: list[tuple[str, ...]] = []
         self.failed_attrs = False
 
     def error(self, message: str) -> None:
-        self.checker.report(self.graph, self.op, message)
+        if self.judging:
+            self.steps.append(message)
+        else:
+            self.checker.report(self.graph, self.op, message)
+
+    def need(self, alternatives: tuple[str, ...]) -> None:
+        if self.judging:
+            self.needs.append(alternatives)
+        else:
+            self.checker.needs.append(alternatives)
+
+    def defer(self, check: Callable[[OpCheck], None]) -> None:
+        """Run `check`, which reads constant operands' values, on every op of
+        this signature (now, if not judging)."""
+        if self.judging:
+            self.steps.append(check)
+        else:
+            check(self)
 
     # -- operands and results ------------------------------------------------
 
@@ -82,41 +120,50 @@ class OpCheck:
         for what, args, values in (("operand", self.opdef.inputs, self.op.operands),
                                    ("result", self.opdef.outputs, self.op.results)):
             for arg, value in self.pairs(args, values):
+                t = value.type
                 want = ShapeType if arg.kind == "shape" else TensorType
-                if not isinstance(value.type, want):
+                if not isinstance(t, want):
                     self.error(f"{what} {arg.name!r} must be a "
-                               f"{'shape_t' if want is ShapeType else 'tensor'}, "
-                               f"got {value.type}")
+                               f"{'shape_t' if want is ShapeType else 'tensor'}, got {t}")
                     continue
-                shape = shape_of(value)
+                if want is ShapeType:
+                    continue  # ranks and one-value shapes are rules of tensors
+                shape = t.shape
                 if arg.rank is not None and shape is not None:
                     low, high = arg.rank
                     if not low <= len(shape) <= high:
                         wanted = str(low) if low == high else f"{low}..{high}"
-                        self.error(f"{what} {arg.name!r} must have rank {wanted}, "
-                                   f"got {value.type}")
-                problem = rules.one_value_problem(arg, value.type)
+                        self.error(f"{what} {arg.name!r} must have rank {wanted}, got {t}")
+                problem = rules.one_value_problem(arg, t)
                 if problem:
                     self.error(f"{what} {problem}")
 
     def check_constants(self) -> None:
-        """Compile-time-constant operands come from tosa.const / tosa.const_shape."""
-        for arg, value in self.pairs(self.opdef.inputs, self.op.operands):
-            if not arg.ctc:
+        """Compile-time-constant operands come from tosa.const / tosa.const_shape:
+        which op makes an operand is no part of the signature, so this is deferred."""
+        args = rules.argument_of_each(self.opdef.inputs, len(self.op.operands))
+        constants = tuple((i, arg.name, "tosa.const_shape" if arg.kind == "shape" else "tosa.const")
+                          for i, arg in enumerate(args) if arg.ctc)
+        if constants:
+            self.defer(lambda c: c._check_producers(constants))
+
+    def _check_producers(self, constants: tuple[tuple[int, str, str], ...]) -> None:
+        operands = self.op.operands
+        for i, name, wanted in constants:
+            owner = operands[i].owner
+            producer = owner.name if owner is not None else None
+            if producer == wanted:
                 continue
-            producer = value.owner.name if value.owner is not None else None
-            wanted = "tosa.const_shape" if arg.kind == "shape" else "tosa.const"
-            if producer != wanted and self.checker.dynamic:
-                self.checker.needs.append(("EXT-DYNAMIC",))
-            elif producer != wanted:
-                source = producer or "a graph input"
-                self.error(f"operand {arg.name!r} must be a compile-time constant ({wanted}) "
-                           f"without EXT-DYNAMIC; it comes from {source}")
+            if self.checker.dynamic:
+                self.need(("EXT-DYNAMIC",))
+            else:
+                self.error(f"operand {name!r} must be a compile-time constant ({wanted}) "
+                           f"without EXT-DYNAMIC; it comes from {producer or 'a graph input'}")
 
     # -- attributes ----------------------------------------------------------
 
     def check_attrs(self) -> None:
-        known = {a.name: a for a in self.opdef.attrs}
+        known = self.opdef.attr_names
         for name in self.op.attrs:
             if name not in known:
                 self.error(f"unknown attribute {name!r} (allowed: "
@@ -151,7 +198,7 @@ class OpCheck:
             if needed and needed not in self.checker.enabled:
                 return f"value {value} needs {needed}"
             if needed:
-                self.checker.needs.append((needed,))
+                self.need((needed,))
             return None
         if kind == "value":
             ok = isinstance(value, (int, float, np.integer, np.floating)) \
@@ -176,34 +223,64 @@ class OpCheck:
 
     # -- element types -------------------------------------------------------
 
-    def check_types(self) -> TypeMode | None:
+    def check_types(self) -> None:
+        """Bind the type variables and find the type mode. This reads only element
+        types and the binding attributes, so its verdict is kept for every op
+        that has them (shapes vary more than element types)."""
+        key = self._element_signature()
+        verdict = self.checker.type_verdicts.get(key) if key is not None else None
+        if verdict is None:
+            verdict = self._judge_types()
+            if key is not None:
+                self.checker.type_verdicts[key] = verdict
+        problems, needs, self.types = verdict
+        for problem in problems:
+            self.error(problem)
+        for alternatives in needs:
+            self.need(alternatives)
+
+    def _element_signature(self) -> tuple[Any, ...] | None:
+        """The op's name, the element type of each operand and result (the type
+        itself if not a tensor) and its binding attributes; None if one of
+        these cannot be a key."""
+        op = self.op
+        key: list[Any] = [op.name]
+        for values in (op.operands, op.results):
+            for v in values:
+                t = v.type
+                key.append(t.element if t.__class__ is TensorType else t)
+            key.append(None)
+        attrs = op.attrs
+        for name in _TYPE_ATTRIBUTES:
+            value = attrs.get(name)
+            if value is not None and value.__class__ not in (bool, int, str):
+                return None
+            key += (value.__class__, value)
+        return tuple(key)
+
+    def _judge_types(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...],
+                                    dict[str, str]]:
+        """(problems, needs, bound type variables)."""
         opdef, op = self.opdef, self.op
         bound, problems = rules.bind_types(opdef, [v.type for v in op.operands],
                                            [v.type for v in op.results], op.attrs)
-        for problem in problems:
-            self.error(problem)
         if problems:
-            return None
-        self.types = bound
+            return tuple(problems), (), {}
         candidates = rules.modes_fitting(opdef, bound)
         if not candidates:
-            self.error(rules.no_mode_problem(opdef, bound))
-            return None
+            return (rules.no_mode_problem(opdef, bound),), (), bound
         candidates, problem = rules.refine_modes(opdef, candidates, op.attrs, bound)
         if problem:
-            self.error(problem)
-            return None
-        allowed = [m for m in candidates if m.allowed(self.checker.enabled)]
+            return (problem,), (), bound
+        enabled = self.checker.enabled
+        allowed = [m for m in candidates if m.allowed(enabled)]
         if not allowed:
             text = ", ".join(f"{v}={t}" for v, t in bound.items())
             needs = " or ".join(sorted({p for m in candidates for p in m.profiles}))
-            self.error(f"type mode '{candidates[0].name}' ({text}) needs {needs}, which is "
-                       f"not enabled")
-            return None
-        self.checker.needs.append(tuple(alternative for alternative in allowed[0].profiles
-                                        if all(part in self.checker.enabled
-                                               for part in alternative.split("+"))))
-        return allowed[0]
+            return (f"type mode '{candidates[0].name}' ({text}) needs {needs}, which is "
+                    f"not enabled",), (), bound
+        return (), (tuple(alternative for alternative in allowed[0].profiles
+                          if all(part in enabled for part in alternative.split("+"))),), bound
 
     # -- helpers for the shape rules -----------------------------------------
 
@@ -215,6 +292,7 @@ class OpCheck:
 
     def const(self, i: int) -> np.ndarray | None:
         """The value of operand i if it is a tosa.const, else None."""
+        self._not_judging()
         owner = self.op.operands[i].owner
         if owner is not None and owner.name == "tosa.const":
             values = owner.attrs.get("values")
@@ -228,10 +306,18 @@ class OpCheck:
 
     def shape_values(self, i: int) -> list[int] | None:
         """The values of shape operand i if it is a tosa.const_shape, else None."""
+        self._not_judging()
         owner = self.op.operands[i].owner
         if owner is not None and owner.name == "tosa.const_shape":
             return int_list(owner.attrs.get("values"))
         return None
+
+    def _not_judging(self) -> None:
+        # A verdict is shared by every op of a signature; a value read into it
+        # would stand for other ops' constants.
+        if self.judging:
+            raise AssertionError(f"a check of {self.opdef.name} reads a constant operand "
+                                 "without deferring")
 
     def ints(self, name: str, length: int) -> list[int] | None:
         values = int_list(self.attr(name))
@@ -247,7 +333,12 @@ class OpCheck:
             self.error(problem)
 
     def zero_point(self, i: int, name: str, owner_type: str) -> None:
-        """ERROR_IF(type is not i8 && zp != 0) when zp is a constant."""
+        """ERROR_IF(type is not i8 && zp != 0) when zp is a constant; an i8 zero
+        point may be any value, so it is not read."""
+        if owner_type != "i8":
+            self.defer(lambda c: c._zero_point_value(i, name, owner_type))
+
+    def _zero_point_value(self, i: int, name: str, owner_type: str) -> None:
         value = self.const_scalar(i)
         problem = None if value is None else rules.zero_point_problem(name, owner_type, value)
         if problem:

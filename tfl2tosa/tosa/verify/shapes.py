@@ -1,11 +1,16 @@
 """Shape and attribute rules of the tensor, elementwise and data-layout
 operators (the specification's ERROR_IF conditions), by specification op name:
 each applies the rules of `tfl2tosa.tosa.rules`, which the reference model's
-kernels apply too, to an op's declared shapes and constant operands."""
+kernels apply too, to an op's declared shapes and constant operands.
+
+A rule runs once per op signature (`OpCheck`): what it reads of constant
+operands' values it reads in a deferred check (`OpCheck.defer`), and a rule
+registered with `reads_values` is deferred whole."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +22,12 @@ ShapeRule = Callable[[OpCheck], None]
 SHAPE_RULES: dict[str, ShapeRule] = {}
 
 
-def rule(*names: str) -> Callable[[ShapeRule], ShapeRule]:
+def rule(*names: str, reads_values: bool = False) -> Callable[[ShapeRule], ShapeRule]:
+    """Register a rule; `reads_values`: it reads constant operands or other ops
+    throughout, so it runs on every op."""
     def register(fn: ShapeRule) -> ShapeRule:
         for name in names:
-            SHAPE_RULES[name] = fn
+            SHAPE_RULES[name] = (lambda c: c.defer(fn)) if reads_values else fn
         return fn
     return register
 
@@ -110,16 +117,24 @@ def _elementwise(c: OpCheck) -> None:
     count = 3 if c.opdef.name == "SELECT" else 2
     _broadcast(c, [c.in_shape(i) for i in range(count)])
     if c.opdef.name in ("ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT"):
-        amounts = c.const(1)
         bits = {"i8": 8, "i16": 16, "i32": 32}.get(c.types.get("in_out_t", ""))
-        if amounts is not None and bits and (amounts.min(initial=0) < 0
-                                             or amounts.max(initial=0) > bits - 1):
-            c.error(f"shift amounts must be in 0..{bits - 1} (REQUIRE)")
+        if bits:
+            c.defer(lambda c: _shift_amounts(c, bits))
+
+
+def _shift_amounts(c: OpCheck, bits: int) -> None:
+    amounts = c.const(1)
+    if amounts is not None and (amounts.min(initial=0) < 0 or amounts.max(initial=0) > bits - 1):
+        c.error(f"shift amounts must be in 0..{bits - 1} (REQUIRE)")
 
 
 @rule("MUL")
 def _mul(c: OpCheck) -> None:
     _broadcast(c, [c.in_shape(0), c.in_shape(1)])
+    c.defer(_mul_shift)
+
+
+def _mul_shift(c: OpCheck) -> None:
     shift = c.const_scalar(2)
     if shift is None:
         return
@@ -177,28 +192,28 @@ def _concat(c: OpCheck) -> None:
         _report(c, rules.concat_problems(shapes, c.attr("axis"), c.out_shape()))
 
 
-@rule("PAD")
+@rule("PAD", reads_values=True)
 def _pad(c: OpCheck) -> None:
     x = c.in_shape(0)
     if x is not None:
         _report(c, rules.pad_problems(x, c.shape_values(1), c.out_shape()))
 
 
-@rule("RESHAPE")
+@rule("RESHAPE", reads_values=True)
 def _reshape(c: OpCheck) -> None:
     x = c.in_shape(0)
     if x is not None:
         _report(c, rules.reshape_problems(x, c.shape_values(1), c.out_shape()))
 
 
-@rule("SLICE")
+@rule("SLICE", reads_values=True)
 def _slice(c: OpCheck) -> None:
     x = c.in_shape(0)
     if x is not None:
         _report(c, rules.slice_problems(x, c.shape_values(1), c.shape_values(2), c.out_shape()))
 
 
-@rule("TILE")
+@rule("TILE", reads_values=True)
 def _tile(c: OpCheck) -> None:
     x = c.in_shape(0)
     if x is not None:
@@ -233,7 +248,7 @@ def _scatter(c: OpCheck) -> None:
         _report(c, rules.scatter_problems(values, indices, updates, c.out_shape()))
 
 
-@rule("RESIZE")
+@rule("RESIZE", reads_values=True)
 def _resize(c: OpCheck) -> None:
     x = c.in_shape(0)
     if x is None:
@@ -247,19 +262,46 @@ def _rescale(c: OpCheck) -> None:
     _same_shape(c)
     x = c.in_shape(0)
     per_channel = c.attr("per_channel")
-    _report(c, rules.rescale_problems(
-        c.types.get("in_t", ""), c.types.get("out_t", ""), c.const_scalar(3), c.const_scalar(4),
-        c.attr("scale32"), c.attr("rounding_mode"), per_channel, c.attr("input_unsigned"),
-        c.attr("output_unsigned"), None if x is None else len(x)))
+    in_t, out_t = c.types.get("in_t", ""), c.types.get("out_t", "")
+    _report(c, rules.rescale_attribute_problems(
+        in_t, out_t, c.attr("scale32"), c.attr("rounding_mode"), c.attr("input_unsigned"),
+        c.attr("output_unsigned")))
+    # A zero point is read only where a rule can fail: any i8 value is allowed.
+    read_in, read_out = in_t != "i8", out_t != "i8"
+    if read_in or read_out:
+        c.defer(lambda c: _rescale_zero_points(c, read_in, read_out))
+    _report(c, rules.rescale_rank_problems(per_channel, None if x is None else len(x)))
     _report(c, rules.rescale_count_problems(x, per_channel, [("multiplier", c.in_shape(1)),
                                                               ("shift", c.in_shape(2))]))
-    scale32 = c.attr("scale32")
+    c.defer(_rescale_values)
+
+
+def _rescale_zero_points(c: OpCheck, read_in: bool, read_out: bool) -> None:
+    _report(c, rules.rescale_zero_point_problems(
+        c.types.get("in_t", ""), c.types.get("out_t", ""),
+        c.const_scalar(3) if read_in else None, c.const_scalar(4) if read_out else None,
+        c.attr("input_unsigned"), c.attr("output_unsigned")))
+
+
+def _rescale_values(c: OpCheck) -> None:
     shifts = c.const(2)
-    if shifts is not None and shifts.size and (shifts.min() < 2 or shifts.max() > 62):
-        c.error(f"shift values must be in 2..62, got {shifts.min()}..{shifts.max()} (REQUIRE)")
+    if shifts is not None and shifts.size:
+        low, high = _bounds(shifts)
+        if low < 2 or high > 62:
+            c.error(f"shift values must be in 2..62, got {low}..{high} (REQUIRE)")
     multipliers = c.const(1)
-    if scale32 and multipliers is not None and multipliers.size and multipliers.min() < 0:
+    if c.attr("scale32") and multipliers is not None and multipliers.size \
+            and _bounds(multipliers)[0] < 0:
         c.error("multiplier values must be >= 0 (REQUIRE)")
+
+
+def _bounds(values: np.ndarray) -> tuple[Any, Any]:
+    """values.min(), values.max() of a non-empty array; a single value is taken
+    as it is, without numpy's reductions (a per-tensor multiplier or shift)."""
+    if values.size == 1:
+        only = values.reshape(-1)[0]
+        return only, only
+    return values.min(), values.max()
 
 
 @rule("CONST")
@@ -268,10 +310,15 @@ def _const(c: OpCheck) -> None:
     out = c.out_shape()
     if isinstance(values, np.ndarray) and out is not None:
         c.expect_shape("values", tuple(values.shape), out)
+    if c.types.get("out_t") == "i4" and isinstance(values, np.ndarray):
+        c.defer(_int4_values)
+
+
+def _int4_values(c: OpCheck) -> None:
     # int4_t is [-7, 7]: TOSA's number formats exclude -8 (Arm's reference model
     # reads it as another value).
-    if c.types.get("out_t") == "i4" and isinstance(values, np.ndarray) and values.size \
-            and int(values.min()) < -7:
+    values = c.op.attrs["values"]
+    if values.size and int(values.min()) < -7:
         c.error("int4 values must be in -7..7 (int4_t excludes -8)")
 
 
