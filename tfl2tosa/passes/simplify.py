@@ -14,7 +14,6 @@ when `canonicalize` first runs.
 from __future__ import annotations
 
 import importlib
-import zlib
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -104,7 +103,12 @@ def _freeze_plain(value: Any) -> Hashable:
 
 def _freeze_array(value: np.ndarray) -> Hashable:
     raw = _raw_bytes(value)
-    digest = raw.tobytes() if raw.size <= _INLINE_BYTES else zlib.crc32(raw)
+    if raw.size <= _INLINE_BYTES:
+        digest: Hashable = raw.tobytes()
+    else:
+        import zlib  # few graphs nest arrays in lists or dicts
+
+        digest = zlib.crc32(raw)
     return ("array", value.dtype.str, value.shape, digest)
 
 
