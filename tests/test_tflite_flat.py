@@ -12,6 +12,7 @@ import tflite
 from conftest import zoo_models
 from tfl2tosa.tflite_import import flat
 from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64
+from tfl2tosa.tflite_import.tensors import read_plain_tensor, read_tensor_checked
 
 MODELS = zoo_models()
 
@@ -99,3 +100,31 @@ def test_a_vtable_before_the_start_is_an_index_error() -> None:
     data = (4).to_bytes(4, "little") + (8).to_bytes(4, "little", signed=True) + bytes(8)
     with pytest.raises(IndexError):
         flat.root(data)
+
+
+def _tensor_fields(info) -> tuple:
+    return (info.index, info.name, info.type, info.buffer, info.is_variable, info.sparsity,
+            info.shape_signature, info.blockwise)
+
+
+@pytest.mark.parametrize("path", MODELS[::5], ids=lambda p: p.stem)
+def test_plain_tensors_read_as_the_checked_reader_reads_them(path) -> None:
+    """`read_plain_tensor` (no diagnostic context per field) gives what
+    `read_tensor_checked` gives, or None for a tensor it leaves to it."""
+    data = path.read_bytes()
+    root = flat.root(data)
+    start, count = root.vector(8)
+    plain = 0
+    for i in range(count):
+        tensors, length = root.table_at(start, i).vector(4)
+        for j in range(length):
+            table = root.table_at(start, i).table_at(tensors, j)
+            ours = read_plain_tensor(table, j)
+            checked = read_tensor_checked(table, j, f"subgraph {i}", len(data))
+            if ours is not None:
+                plain += 1
+                assert _tensor_fields(ours) == _tensor_fields(checked)
+                assert type(ours.type.element) is type(checked.type.element)
+            else:
+                assert checked.sparsity is not None or checked.blockwise is not None
+    assert plain > 0

@@ -21,9 +21,9 @@ from tfl2tosa.ir.types import (
     UniformQuantizedPerAxis,
 )
 from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64, Table
-from tfl2tosa.tflite_import.schema import element_type
-from tfl2tosa.tflite_import.source import (Buffer, checked_length, checked_tables, int_vector,
-                                           one_line, reading, text)
+from tfl2tosa.tflite_import.schema import ELEMENT_TYPES, element_type
+from tfl2tosa.tflite_import.source import (CORRUPTION, Buffer, checked_length, checked_tables,
+                                           int_vector, one_line, reading, text)
 
 # No TFLite model has a tensor near this size (2**36 elements: 256 GiB of
 # float32); a larger shape is corruption and must not reach an allocator.
@@ -92,7 +92,67 @@ _BLOCKWISE_DETAILS = 2
 
 def read_tensor(tensor: Table, index: int, where: str, file_size: int) -> TensorInfo:
     """One Tensor table (schema.fbs: shape, type, buffer, name, quantization,
-    is_variable, sparsity, shape_signature are its fields 0-7)."""
+    is_variable, sparsity, shape_signature are its fields 0-7).
+
+    Most tensors are read by `read_plain_tensor`; the others, and any that
+    fails to read, by `read_tensor_checked`, which names what is wrong.
+    """
+    try:
+        info = read_plain_tensor(tensor, index)
+    except CORRUPTION:
+        info = None
+    return info if info is not None else read_tensor_checked(tensor, index, where, file_size)
+
+
+def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
+    """A dense tensor, quantized per tensor or per axis or not at all, read
+    without a diagnostic context per field: None for any other tensor and
+    for any field `read_tensor_checked` would refuse. It raises what reading
+    a corrupt table raises (CORRUPTION); `read_tensor_checked` then reads the
+    tensor again and says what is wrong."""
+    raw_name = tensor.string(10)
+    name = raw_name.decode("utf-8") if raw_name is not None else ""
+    shape = tuple(tensor.array(4).tolist())
+    if shape and min(shape) < -1:
+        return None
+    count = 1
+    for d in shape:
+        count *= d if d > 1 else 1
+    if count > MAX_ELEMENTS:
+        return None
+    signature = tensor.array(18)
+    scalar = ELEMENT_TYPES.get(tensor.scalar(6, I8))
+    if scalar is None or tensor.union_position(16):  # sparse tensors take the long way
+        return None
+    quantization = tensor.table(12)
+    buffer = tensor.scalar(8, U32)
+    is_variable = tensor.scalar(14, BOOL, False)
+    element: t.ElementType = scalar
+    if quantization:
+        if quantization.scalar(12, U8) == _BLOCKWISE_DETAILS:
+            return None
+        scales = quantization.array(8, _FLOAT32)
+        if scales.size and scalar.is_integer:
+            zero_points = quantization.array(10, _INT64)
+            axis = quantization.scalar(16, I32)
+            if zero_points.size == 0:
+                zero_points = np.zeros(scales.size, dtype=np.int64)
+            if zero_points.size != scales.size:
+                return None
+            if scales.size == 1:
+                element = UniformQuantized(scalar, t.f32, float(scales[0]), int(zero_points[0]))
+            else:
+                if not 0 <= axis < len(shape):
+                    return None
+                element = UniformQuantizedPerAxis.from_arrays(scalar, t.f32, axis, scales,
+                                                              zero_points)
+    signature_dims = tuple(signature.tolist())
+    return TensorInfo(index, name, TensorType(shape, element), buffer, is_variable, None,
+                      signature_dims if signature_dims and signature_dims != shape else None)
+
+
+def read_tensor_checked(tensor: Table, index: int, where: str, file_size: int) -> TensorInfo:
+    """`read_tensor` for any tensor, with a diagnostic context per field."""
     what = f"{where} tensor {index}"
     with reading(what):
         name = text(tensor.string(10), f"{what} name")
@@ -222,8 +282,7 @@ def _quantized_element(params: Table, scalar: t.ScalarType, shape: tuple[int, ..
         if not 0 <= axis < len(shape):
             raise ModelError(f"corrupt model: {what}: quantized dimension {axis} is out of "
                              f"range for shape {list(shape)}")
-        return UniformQuantizedPerAxis(scalar, t.f32, axis, tuple(scales.tolist()),
-                                       tuple(zero_points.tolist()))
+        return UniformQuantizedPerAxis.from_arrays(scalar, t.f32, axis, scales, zero_points)
     except IRError as exc:
         raise ModelError(f"corrupt model: {what}: {one_line(exc)}") from None
 
