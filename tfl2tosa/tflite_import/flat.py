@@ -3,10 +3,10 @@ holds by the hundred (tensors, operators, buffers).
 
 The `tflite` package's generated accessors re-read a table's vtable and
 re-check every offset in several Python calls per field; on large models
-that was most of the import's time (README, design notes). A `Table` reads its vtable once and each field in one `unpack_from`. The rules
-are flatbuffers' own (a field absent from the vtable holds its default; a
-vector is a uint32 length followed by its items; a string is a vector of
-bytes), and any bad offset raises what `reading` turns into a ModelError:
+that was most of the import's time. A `Table` reads its vtable once and each
+field in one `unpack_from`. The rules are flatbuffers' own (a field absent
+from the vtable holds its default; a vector is a uint32 length followed by
+its items; a string is a vector of bytes), and any bad offset raises what `reading` turns into a ModelError:
 struct.error past the end, IndexError before the start. The few tables read
 once per model (the model root, operator codes, options, sparsity,
 signatures) keep the generated accessors.
@@ -26,7 +26,7 @@ U8 = struct.Struct("<B")
 I32 = struct.Struct("<i")
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")
-_U16 = struct.Struct("<H")  # vtable entries
+U16 = struct.Struct("<H")  # vtable entries
 
 # Slots are vtable byte offsets: field n of a table is slot 4 + 2n (schema order).
 INT32_VECTOR = np.dtype("<i4")
@@ -46,13 +46,13 @@ class Table:
         self.buf = buf
         self.pos = pos
         self.vtable = vtable
-        self.vtable_size = _U16.unpack_from(buf, vtable)[0]
+        self.vtable_size = U16.unpack_from(buf, vtable)[0]
 
     def field(self, slot: int) -> int:
         """The absolute position of field `slot`, 0 if absent."""
         if slot >= self.vtable_size:
             return 0
-        offset = _U16.unpack_from(self.buf, self.vtable + slot)[0]
+        offset = U16.unpack_from(self.buf, self.vtable + slot)[0]
         return self.pos + offset if offset else 0
 
     def scalar(self, slot: int, kind: struct.Struct, default: Any = 0) -> Any:
