@@ -20,6 +20,7 @@ from tfl2tosa.ir.types import (
     UniformQuantizedBlockwise,
     UniformQuantizedPerAxis,
 )
+from tfl2tosa.tflite_import import flat
 from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64, Table
 from tfl2tosa.tflite_import.schema import ELEMENT_TYPES, element_type
 from tfl2tosa.tflite_import.source import (CORRUPTION, Buffer, checked_length, checked_tables,
@@ -109,10 +110,21 @@ def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
     without a diagnostic context per field: None for any other tensor and
     for any field `read_tensor_checked` would refuse. It raises what reading
     a corrupt table raises (CORRUPTION); `read_tensor_checked` then reads the
-    tensor again and says what is wrong."""
-    raw_name = tensor.string(10)
-    name = raw_name.decode("utf-8") if raw_name is not None else ""
-    shape = tuple(tensor.array(4).tolist())
+    tensor again and says what is wrong. Each table's vtable is read once."""
+    buf, pos = tensor.buf, tensor.pos
+    fields = flat.field_offsets(tensor) + _ABSENT_TENSOR_FIELDS
+    (shape_at, type_at, buffer_at, name_at, quantization_at, variable_at, sparsity_at,
+     signature_at) = fields[:8]
+    if sparsity_at:  # sparse tensors take the long way
+        return None
+    if name_at:
+        at = pos + name_at
+        start = at + U32.unpack_from(buf, at)[0]
+        length = U32.unpack_from(buf, start)[0]
+        name = bytes(buf[start + 4:start + 4 + length]).decode("utf-8")
+    else:
+        name = ""
+    shape = flat.int32_tuple(buf, pos + shape_at) if shape_at else ()
     if shape and min(shape) < -1:
         return None
     count = 1
@@ -120,15 +132,16 @@ def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
         count *= d if d > 1 else 1
     if count > MAX_ELEMENTS:
         return None
-    signature = tensor.array(18)
-    scalar = ELEMENT_TYPES.get(tensor.scalar(6, I8))
-    if scalar is None or tensor.union_position(16):  # sparse tensors take the long way
+    signature = flat.int32_tuple(buf, pos + signature_at) if signature_at else ()
+    scalar = ELEMENT_TYPES.get(I8.unpack_from(buf, pos + type_at)[0] if type_at else 0)
+    if scalar is None:
         return None
-    quantization = tensor.table(12)
-    buffer = tensor.scalar(8, U32)
-    is_variable = tensor.scalar(14, BOOL, False)
+    buffer = U32.unpack_from(buf, pos + buffer_at)[0] if buffer_at else 0
+    is_variable = BOOL.unpack_from(buf, pos + variable_at)[0] if variable_at else False
     element: t.ElementType = scalar
-    if quantization:
+    if quantization_at:
+        at = pos + quantization_at
+        quantization = Table(buf, at + U32.unpack_from(buf, at)[0])
         if quantization.scalar(12, U8) == _BLOCKWISE_DETAILS:
             return None
         scales = quantization.array(8, _FLOAT32)
@@ -146,9 +159,12 @@ def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
                     return None
                 element = UniformQuantizedPerAxis.from_arrays(scalar, t.f32, axis, scales,
                                                               zero_points)
-    signature_dims = tuple(signature.tolist())
     return TensorInfo(index, name, TensorType(shape, element), buffer, is_variable, None,
-                      signature_dims if signature_dims and signature_dims != shape else None)
+                      signature if signature and signature != shape else None)
+
+
+# Pads a Tensor's field offsets to its eight fields (an older writer's vtable is shorter).
+_ABSENT_TENSOR_FIELDS = (0,) * 8
 
 
 def read_tensor_checked(tensor: Table, index: int, where: str, file_size: int) -> TensorInfo:
