@@ -10,8 +10,9 @@ import pytest
 import tflite
 
 from conftest import zoo_models
-from tfl2tosa.tflite_import import flat
+from tfl2tosa.tflite_import import flat, schema
 from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64
+from tfl2tosa.tflite_import.tensors import read_plain_tensor, read_tensor_checked
 
 MODELS = zoo_models()
 
@@ -99,3 +100,53 @@ def test_a_vtable_before_the_start_is_an_index_error() -> None:
     data = (4).to_bytes(4, "little") + (8).to_bytes(4, "little", signed=True) + bytes(8)
     with pytest.raises(IndexError):
         flat.root(data)
+
+
+def _tensor_fields(info) -> tuple:
+    return (info.index, info.name, info.type, info.buffer, info.is_variable, info.sparsity,
+            info.shape_signature, info.blockwise)
+
+
+@pytest.mark.parametrize("path", MODELS[::5], ids=lambda p: p.stem)
+def test_plain_tensors_read_as_the_checked_reader_reads_them(path) -> None:
+    """`read_plain_tensor` (no diagnostic context per field) gives what
+    `read_tensor_checked` gives, or None for a tensor it leaves to it."""
+    data = path.read_bytes()
+    root = flat.root(data)
+    start, count = root.vector(8)
+    plain = 0
+    for i in range(count):
+        tensors, length = root.table_at(start, i).vector(4)
+        for j in range(length):
+            table = root.table_at(start, i).table_at(tensors, j)
+            ours = read_plain_tensor(table, j)
+            checked = read_tensor_checked(table, j, f"subgraph {i}", len(data))
+            if ours is not None:
+                plain += 1
+                assert _tensor_fields(ours) == _tensor_fields(checked)
+                assert type(ours.type.element) is type(checked.type.element)
+            else:
+                assert checked.sparsity is not None or checked.blockwise is not None
+    assert plain > 0
+
+
+@pytest.mark.parametrize("path", MODELS[::5], ids=lambda p: p.stem)
+def test_options_decoded_once_read_as_each_decoded_anew(path) -> None:
+    """An options table whose content was met before gives the attributes
+    decoding it field by field gives."""
+    data = path.read_bytes()
+    root = flat.root(data)
+    start, count = root.vector(8)
+    for i in range(count):
+        operators, length = root.table_at(start, i).vector(10)
+        for j in range(length):
+            operator = root.table_at(start, i).table_at(operators, j)
+            for type_slot, table_slot, names in schema._OPTIONS_SLOTS:
+                name = names.get(operator.scalar(type_slot, U8))
+                options_class = schema._options_class(name) if name else None
+                position = operator.union_position(table_slot)
+                if options_class is None or position is None:
+                    continue
+                decoded, _ = schema._decode_options(data, position, options_class, "op")
+                for _ in range(2):  # the second time from the table of those met
+                    assert schema.options_attrs(data, position, options_class, "op") == decoded

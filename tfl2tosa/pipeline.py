@@ -20,9 +20,9 @@ every op converted and the verifier passed; files are written atomically
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -314,19 +314,17 @@ def emit(module: Module, form: str) -> bytes:
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same directory and a rename,
     so a reader never sees a half-written file. The file gets the mode a plain
-    `open(path, "w")` would (0666 less the umask), not mkstemp's 0600.
+    `open(path, "w")` would (0666 less the umask).
 
     Raises UsageError naming `path` (never the temp file) when it cannot be
     written: a missing directory, a directory in its place, no permission.
     """
     target = check_writable(path)
-    directory = target.parent
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+        fd, tmp = _create_temporary(target)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}") from None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, target)
@@ -340,6 +338,23 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def _create_temporary(target: Path) -> tuple[int, str]:
+    """A new file `.NAME.<random>` beside `target`, opened for writing, and its path.
+
+    What `tempfile.mkstemp` does, without importing `tempfile` (and with it
+    `shutil`, `random` and the compression modules) into every conversion; the
+    file is created with mode 0666, which the umask reduces as for `open`.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(target.parent))
+
+
 def check_writable(path: str | os.PathLike) -> Path:
     """`path` as a Path, if a file can be written there: its directory exists and
     the path is not a directory. Else UsageError, said in one line."""
@@ -351,10 +366,3 @@ def check_writable(path: str | os.PathLike) -> Path:
         what = "is not a directory" if directory.exists() else "does not exist"
         raise UsageError(f"cannot write {target}: directory {directory} {what}")
     return target
-
-
-def _umask() -> int:
-    # Reading the umask means setting it; set it straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

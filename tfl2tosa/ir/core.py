@@ -48,16 +48,18 @@ class Op:
                  attrs: dict[str, Any] | None = None, *, result_names: Iterable[str] = (),
                  loc: str = "") -> None:
         self.name = name
-        self.operands: list[Value] = []
-        for i, value in enumerate(operands):
-            if not isinstance(value, Value):
+        self.operands: list[Value] = list(operands)
+        for i, value in enumerate(self.operands):
+            if value.__class__ is not Value and not isinstance(value, Value):
                 raise IRError(f"{name}: operand {i} is {type(value).__name__}, not a Value")
-            self.operands.append(value)
             value.uses.append((self, i))
         names = result_names if isinstance(result_names, (list, tuple)) else list(result_names)
-        count = len(names)
-        self.results = [Value(names[i] if i < count else "", t, self, i)
-                        for i, t in enumerate(result_types)]
+        if names and result_types.__class__ is list and len(result_types) == 1:
+            self.results = [Value(names[0], result_types[0], self)]  # most ops
+        else:
+            count = len(names)
+            self.results = [Value(names[i] if i < count else "", t, self, i)
+                            for i, t in enumerate(result_types)]
         self.attrs: dict[str, Any] = dict(attrs) if attrs else {}
         self.loc = loc
 

@@ -9,7 +9,6 @@ attribute formatter (the TOSA backend does, to print attributes with the types
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +32,8 @@ DEFAULT_ELIDE_ELEMENTS = 16
 
 
 def quote(text: str) -> str:
+    import json  # printing is rare next to converting, which imports this module
+
     return json.dumps(text)
 
 

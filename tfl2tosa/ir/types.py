@@ -267,6 +267,24 @@ class UniformQuantizedPerAxis(_Frozen):
         if not all(map(math.isfinite, scales)) or min(scales) <= 0:
             raise IRError("quantization scales must be positive and finite")
 
+    @classmethod
+    def from_arrays(cls, storage: ScalarType, expressed: ScalarType, axis: int,
+                    scales: np.ndarray, zero_points: np.ndarray) -> UniformQuantizedPerAxis:
+        """The type of scales and zero points held in numpy arrays (an importer's
+        view of a model): the same type and checks as the constructor's, the
+        checks made on the arrays rather than on one Python number at a time."""
+        lo, hi = _check_storage(storage, expressed, None, None)
+        self = cls.__new__(cls)
+        self._set(storage, expressed, axis, tuple(scales.tolist()),
+                  tuple(zero_points.tolist()), lo, hi)
+        if scales.size != zero_points.size or not scales.size:
+            raise IRError("per-axis quantization needs one zero point per scale, and at least one")
+        if axis < 0:
+            raise IRError(f"quantized dimension must be non-negative, got {axis}")
+        if not np.isfinite(scales).all() or scales.min() <= 0:
+            raise IRError("quantization scales must be positive and finite")
+        return self
+
     @property
     def bits(self) -> int:
         return self.storage.bits

@@ -14,8 +14,8 @@ when `canonicalize` first runs.
 from __future__ import annotations
 
 import importlib
-import zlib
 from collections.abc import Callable, Hashable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -104,7 +104,12 @@ def _freeze_plain(value: Any) -> Hashable:
 
 def _freeze_array(value: np.ndarray) -> Hashable:
     raw = _raw_bytes(value)
-    digest = raw.tobytes() if raw.size <= _INLINE_BYTES else zlib.crc32(raw)
+    if raw.size <= _INLINE_BYTES:
+        digest: Hashable = raw.tobytes()
+    else:
+        import zlib  # few graphs nest arrays in lists or dicts
+
+        digest = zlib.crc32(raw)
     return ("array", value.dtype.str, value.shape, digest)
 
 
@@ -140,10 +145,42 @@ def _freeze(value: Any) -> Hashable:
     return (value.__class__, value)
 
 
+_INT_ONLY = frozenset({int})
+# Attribute classes whose values are their own key once their class is kept
+# beside them (True == 1, but a bool attribute is not an int one).
+_SCALAR_CLASSES = frozenset({bool, int, str})
+# attribute names in an op's order -> (the names sorted, a getter that puts a
+# tuple in that order, or None when already sorted)
+_NAME_ORDERS: dict[tuple[str, ...], tuple[tuple[str, ...], Callable[[tuple], tuple] | None]] = {}
+
+
+def _name_order(names: tuple[str, ...]) -> tuple[tuple[str, ...], Callable[[tuple], tuple] | None]:
+    order = sorted(range(len(names)), key=names.__getitem__)
+    if order == list(range(len(names))):
+        return names, None
+    getter = itemgetter(*order)  # more than one name: itemgetter returns a tuple
+    return getter(names), getter
+
+
 def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
-    """The op's key, and whether ops with an equal key still need their arrays
-    compared (a large array's key is a sample of it). None for an op with an
-    attribute that cannot be compared."""
+    """The op's key (name, operands, attributes), and whether ops with an equal
+    key still need their arrays compared (a large array's key is a sample of
+    it). None for an op with an attribute that cannot be compared. Ops with
+    equal keys merge when their result types are equal too."""
+    attrs = op.attrs
+    classes = tuple(map(type, attrs.values()))
+    if _SCALAR_CLASSES.issuperset(classes):
+        # Most ops: names, values and classes in name order, without a loop.
+        names = tuple(attrs)
+        entry = _NAME_ORDERS.get(names)
+        if entry is None:
+            entry = _NAME_ORDERS[names] = _name_order(names)
+        sorted_names, order = entry
+        values = tuple(attrs.values())
+        if order is not None:
+            values, classes = order(values), order(classes)
+        return (op.name, tuple(map(id, op.operands)),
+                ("scalars", sorted_names, values, classes)), False
     sampled = False
     frozen: list[tuple[str, Hashable]] = []
     for name, value in op.attrs.items():
@@ -161,6 +198,9 @@ def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
                 sampled = True
         elif cls is bool or cls is int or cls is str:
             frozen.append((name, (cls, value)))
+        elif (cls is list or cls is tuple) and _INT_ONLY.issuperset(map(type, value)):
+            # Integers only (no bools), which compare exactly: the values themselves.
+            frozen.append((name, (cls, "ints", tuple(value))))
         else:
             try:
                 frozen.append((name, _freeze(value)))
@@ -168,9 +208,20 @@ def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
                 return None  # an attribute we cannot compare: leave the op alone
     if len(frozen) > 1:
         frozen.sort()
-    results = op.results
-    types = results[0].type if len(results) == 1 else tuple(v.type for v in results)
-    return (op.name, tuple(map(id, op.operands)), tuple(frozen), types), sampled
+    return (op.name, tuple(map(id, op.operands)), tuple(frozen)), sampled
+
+
+def _same_result_types(a: Op, b: Op) -> bool:
+    # Not part of the key: hashing a type made moments ago costs more than
+    # comparing the types of the few ops whose keys are equal.
+    a_results, b_results = a.results, b.results
+    if len(a_results) == 1 and len(b_results) == 1:
+        return a_results[0].type == b_results[0].type
+    return [v.type for v in a_results] == [v.type for v in b_results]
+
+
+def _result_types(op: Op) -> tuple[Any, ...]:
+    return tuple(v.type for v in op.results)
 
 
 def _same_arrays(a: Op, b: Op) -> bool:
@@ -195,7 +246,7 @@ def cse_graph(graph: Graph) -> int:
         if entry is not None:
             key, sampled = entry
             if sampled:
-                candidates = seen_sampled.setdefault(key, [])
+                candidates = seen_sampled.setdefault((key, _result_types(op)), [])
                 first = next((c for c in candidates if _same_arrays(c, op)), None)
                 if first is None:
                     candidates.append(op)
@@ -203,6 +254,12 @@ def cse_graph(graph: Graph) -> int:
                 first = seen.setdefault(key, op)
                 if first is op:
                     first = None
+                elif not _same_result_types(first, op):
+                    # The same computation giving other types: the first op met
+                    # with these types, if any, keyed with its types.
+                    first = seen.setdefault((key, _result_types(op)), op)
+                    if first is op:
+                        first = None
         if first is None:
             kept.append(op)
             continue

@@ -3,10 +3,10 @@ holds by the hundred (tensors, operators, buffers).
 
 The `tflite` package's generated accessors re-read a table's vtable and
 re-check every offset in several Python calls per field; on large models
-that was most of the import's time (README, design notes). A `Table` reads its vtable once and each field in one `unpack_from`. The rules
-are flatbuffers' own (a field absent from the vtable holds its default; a
-vector is a uint32 length followed by its items; a string is a vector of
-bytes), and any bad offset raises what `reading` turns into a ModelError:
+that was most of the import's time. A `Table` reads its vtable once and each
+field in one `unpack_from`. The rules are flatbuffers' own (a field absent
+from the vtable holds its default; a vector is a uint32 length followed by
+its items; a string is a vector of bytes), and any bad offset raises what `reading` turns into a ModelError:
 struct.error past the end, IndexError before the start. The few tables read
 once per model (the model root, operator codes, options, sparsity,
 signatures) keep the generated accessors.
@@ -26,7 +26,7 @@ U8 = struct.Struct("<B")
 I32 = struct.Struct("<i")
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")
-_U16 = struct.Struct("<H")  # vtable entries
+U16 = struct.Struct("<H")  # vtable entries
 
 # Slots are vtable byte offsets: field n of a table is slot 4 + 2n (schema order).
 INT32_VECTOR = np.dtype("<i4")
@@ -46,13 +46,13 @@ class Table:
         self.buf = buf
         self.pos = pos
         self.vtable = vtable
-        self.vtable_size = _U16.unpack_from(buf, vtable)[0]
+        self.vtable_size = U16.unpack_from(buf, vtable)[0]
 
     def field(self, slot: int) -> int:
         """The absolute position of field `slot`, 0 if absent."""
         if slot >= self.vtable_size:
             return 0
-        offset = _U16.unpack_from(self.buf, self.vtable + slot)[0]
+        offset = U16.unpack_from(self.buf, self.vtable + slot)[0]
         return self.pos + offset if offset else 0
 
     def scalar(self, slot: int, kind: struct.Struct, default: Any = 0) -> Any:
@@ -99,6 +99,29 @@ class Table:
     def table_at(self, vector_start: int, index: int) -> Table:
         """Item `index` of a vector of tables starting at `vector_start`."""
         return Table(self.buf, self.table_offset(vector_start, index))
+
+
+_U16_RUNS = [struct.Struct(f"<{n}H") for n in range(33)]
+_I32_RUNS = [struct.Struct(f"<{n}i") for n in range(9)]
+
+
+def field_offsets(table: Table) -> tuple[int, ...]:
+    """The offsets of a table's fields from its start, field 0 first, read from
+    its vtable in one call (0: absent; fields past the vtable are absent). The
+    fields are those `Table.field` reads: a slot below the vtable's size."""
+    count = (table.vtable_size - 3) // 2
+    if count <= 0:
+        return ()
+    run = _U16_RUNS[count] if count < len(_U16_RUNS) else struct.Struct(f"<{count}H")
+    return run.unpack_from(table.buf, table.vtable + 4)
+
+
+def int32_tuple(buf: Any, at: int) -> tuple[int, ...]:
+    """The [int] vector whose offset is stored at `at`, as a tuple."""
+    start = at + U32.unpack_from(buf, at)[0]
+    length = U32.unpack_from(buf, start)[0]
+    run = _I32_RUNS[length] if length < len(_I32_RUNS) else struct.Struct(f"<{length}i")
+    return run.unpack_from(buf, start + 4)
 
 
 def root(buf: Any) -> Table:

@@ -11,6 +11,7 @@ from schema.fbs because the generated Python does not record them.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -20,7 +21,7 @@ import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir import types as t
-from tfl2tosa.tflite_import.flat import U8, Table
+from tfl2tosa.tflite_import.flat import I32, U8, U16, Table
 from tfl2tosa.tflite_import.source import int_vector, reading, text
 
 
@@ -159,20 +160,73 @@ def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> An
     return tuple(array.tolist())
 
 
+# (options class, its table's bytes) -> attributes, for tables of numbers only.
+_DECODED_OPTIONS: dict[tuple[type, bytes, bytes], dict[str, Any]] = {}
+_DECODED_OPTIONS_KEPT = 4096
+_NUMBERS = frozenset({int, float, bool})
+
+
+def _numeric_table_key(buf: Any, position: int, options_class: type
+                       ) -> tuple[type, bytes, bytes] | None:
+    """The bytes that decide a table whose fields are all numbers: its vtable,
+    and its inline data up to the end of the last field the vtable places
+    (8 bytes past the largest offset, the widest scalar). None where the
+    table cannot be read so (it is then decoded, and checked, field by field)."""
+    try:
+        vtable = position - I32.unpack_from(buf, position)[0]
+        if vtable < 0 or position < 0:  # struct would read from the end
+            return None
+        vtable_size = U16.unpack_from(buf, vtable)[0]
+        if vtable_size < 4 or vtable_size % 2:
+            return None
+        offsets = struct.unpack_from(f"<{vtable_size // 2 - 2}H", buf, vtable + 4)
+        end = position + max(U16.unpack_from(buf, vtable + 2)[0], max(offsets, default=0) + 8)
+        if end > len(buf):
+            return None
+        return (options_class, bytes(buf[vtable:vtable + vtable_size]),
+                bytes(buf[position + 4:end]))
+    except (struct.error, IndexError, ValueError):
+        return None
+
+
 def options_attrs(buf: Any, position: int, options_class: type, what: str) -> dict[str, Any]:
-    """The fields of one options table (at `position` of `buf`) as attributes."""
+    """The fields of one options table (at `position` of `buf`) as attributes.
+
+    Models repeat the same options (a stride, a padding, an activation) op
+    after op: a table of numbers only is decoded once per distinct content."""
+    key = _numeric_table_key(buf, position, options_class)
+    if key is not None:
+        decoded = _DECODED_OPTIONS.get(key)
+        if decoded is not None:
+            return dict(decoded)
+    attrs, numeric = _decode_options(buf, position, options_class, what)
+    if key is not None and numeric:
+        if len(_DECODED_OPTIONS) >= _DECODED_OPTIONS_KEPT:
+            _DECODED_OPTIONS.clear()
+        _DECODED_OPTIONS[key] = dict(attrs)
+    return attrs
+
+
+def _decode_options(buf: Any, position: int, options_class: type, what: str
+                    ) -> tuple[dict[str, Any], bool]:
+    """The attributes of one options table, and whether every field is a number
+    (no vector, string or table: nothing read outside the table itself)."""
     options = options_class()
     with reading(f"{what} {options_class.__name__}"):
         options.Init(buf, position)
     attrs: dict[str, Any] = {}
+    numeric = True
     for field, kind, accessor in _option_fields(options_class):
         field_what = f"{what} {options_class.__name__}.{field}"
         if kind == "vector":
             camel = accessor.__name__
             attrs[field] = _vector_value(options, field, camel, field_what)
+            numeric = False
             continue
         with reading(field_what):
             value = accessor(options)
+        if value.__class__ not in _NUMBERS:
+            numeric = False
         if isinstance(value, bytes):
             value = text(value, field_what)
         elif value is None:
@@ -180,7 +234,7 @@ def options_attrs(buf: Any, position: int, options_class: type, what: str) -> di
         elif field in _ENUM_FIELDS and not isinstance(value, bool):
             value = _enum_text(field, value)
         attrs[field] = value
-    return attrs
+    return attrs, numeric
 
 
 # Operator table slots: (builtin_options_type, builtin_options) and the same for

@@ -32,7 +32,7 @@ SCHEMA_VERSION = TFLITE_SCHEMA_VERSION
 # What a corrupt flatbuffer makes the generated accessors raise. MemoryError is
 # deliberately absent: every size is validated before anything is allocated, so
 # a MemoryError would be a bug of ours, not a property of the input.
-_CORRUPTION = (IndexError, KeyError, struct.error, UnicodeDecodeError, ValueError, TypeError,
+CORRUPTION = (IndexError, KeyError, struct.error, UnicodeDecodeError, ValueError, TypeError,
                OverflowError, AttributeError, IRError)
 
 
@@ -64,7 +64,7 @@ class _Reading:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: object) -> bool:
-        if exc is not None and isinstance(exc, _CORRUPTION) and not isinstance(exc, ModelError):
+        if exc is not None and isinstance(exc, CORRUPTION) and not isinstance(exc, ModelError):
             raise ModelError(f"corrupt model: cannot read {self.what} ({_explain(exc)})") from exc
         return False
 

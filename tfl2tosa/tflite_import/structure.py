@@ -28,8 +28,9 @@ import numpy as np
 from tfl2tosa import limits
 from tfl2tosa.errors import IRError, ModelError
 from tfl2tosa.ir.core import Module, Op, Value
-from tfl2tosa.ir.types import (NoneType, TensorType, UniformQuantized, UniformQuantizedPerAxis,
-                               i4, is_quantized, numpy_dtype, storage_type)
+from tfl2tosa.ir.types import (NoneType, ScalarType, TensorType, UniformQuantized,
+                               UniformQuantizedPerAxis, f16, f32, f64, i1, i4, i8, i16, i32, i64,
+                               is_quantized, numpy_dtype, storage_type, u8, u16, u32, u64)
 from tfl2tosa.tflite_import import schema
 
 ANY = (0, None)  # an operand or result count without bound
@@ -239,6 +240,7 @@ _IMPORTER_ATTRS = frozenset({"builtin_code", "op_name", "custom_code", "custom_o
 # Ops whose options name other graphs: those graphs must not lead back here.
 _GRAPH_REFERENCES = ("cond", "body", "then_branch", "else_branch", "callee",
                      "session_init_function", "decomposition", "comparator", "computation")
+_GRAPH_REFERENCE_SET = frozenset(_GRAPH_REFERENCES)
 
 # Quantization scales are float32 in the schema; a subnormal one loses its precision
 # (and its reciprocal overflows), which no converter writes.
@@ -277,21 +279,23 @@ def _option_fields(table_name: str) -> frozenset[str]:
 
 def check_module(module: Module) -> None:
     """Hold every op of every graph to its signature; raise ModelError at the first fault."""
+    budget = _Budget()
     for graph in module.graphs.values():
         for value in graph.inputs:
-            _check_quantization(value, f"{graph.name}: graph input {value.name!r}")
-            _check_budget(value, f"{graph.name}: graph input {value.name!r}")
+            _check_value(value, f"{graph.name}: graph input {value.name!r}",
+                         f"{graph.name}: graph input {value.name!r}")
         for op in graph.ops:
             if op.dialect == "tfl":
-                _check_op(op, module)
+                _check_op(op, module, budget)
     _check_graph_recursion(module)
 
 
-def _check_op(op: Op, module: Module) -> None:
+def _check_op(op: Op, module: Module, budget: _Budget) -> None:
     schema_name = op.opname.upper()
     for value in op.results:
-        _check_quantization(value, f"{_where(op)}: result {value.name!r}")
-        _check_budget(value, f"{_where(op)}: tensor {value.name!r}")
+        if not _value_is_plain(value, budget):
+            _check_value(value, f"{_where(op)}: result {value.name!r}",
+                         f"{_where(op)}: tensor {value.name!r}")
     signature = SIGNATURES.get(schema_name)
     if signature is None:
         return  # constants, variables, ops with no lowering: the patterns refuse those
@@ -706,6 +710,60 @@ _SHAPE_RULES = {"dequantize": _dequantize_shapes, "rnn": _rnn_shapes, "lrn": _lr
                 "reshape": _reshape_shapes, "conv_2d": _conv_2d_shapes}
 
 
+class _Budget:
+    """The tensor budget, read from the limits once, when first needed."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes: int | None = None
+
+    def __call__(self) -> int:
+        if self.bytes is None:
+            self.bytes = limits.max_tensor_bytes()
+        return self.bytes
+
+
+def _value_is_plain(value: Value, budget: _Budget) -> bool:
+    """A value `_check_value` would pass, told without the text of its messages:
+    a ranked tensor of a numeric type, or one quantized per tensor or per axis
+    with sound parameters, within the tensor budget. False sends the value
+    through `_check_value`, which says what is wrong."""
+    value_type = value.type
+    if value_type.__class__ is not TensorType or value_type.shape is None:
+        return False
+    element = value_type.element
+    cls = element.__class__
+    if cls is UniformQuantized:
+        storage = element.storage
+        if not (_MIN_SCALE <= element.scale <= _MAX_SCALE
+                and storage.min_value <= element.zero_point <= storage.max_value):
+            return False
+        element = storage
+    elif cls is UniformQuantizedPerAxis:
+        storage = element.storage
+        if not (_all_within(element.scales, _MIN_SCALE, _MAX_SCALE)
+                and _all_within(element.zero_points, storage.min_value, storage.max_value)):
+            return False
+        element = storage
+    elif cls is not ScalarType:
+        return False
+    itemsize = _ITEMSIZES.get(element)
+    return itemsize is not None and (
+        limits.element_count(value_type.shape) * itemsize <= budget())
+
+
+# Bytes per element of the scalar types `_value_is_plain` passes (int4 and the
+# opaque types go the long way).
+_ITEMSIZES = {scalar: numpy_dtype(scalar).itemsize
+              for scalar in (f64, f32, f16, i1, i8, i16, i32, i64, u8, u16, u32, u64)}
+
+
+def _check_value(value: Value, quantization_what: str, budget_what: str) -> None:
+    _check_quantization(value, quantization_what)
+    _check_budget(value, budget_what)
+
+
 def _check_budget(value: Value, what: str) -> None:
     """Every declared tensor within the budget: patterns materialise constants the size
     of activations (index ramps, filled states), and validation allocates them all."""
@@ -763,6 +821,8 @@ def _check_graph_recursion(module: Module) -> None:
     for graph in module.graphs.values():
         targets = edges.setdefault(graph.name, set())
         for op in graph.ops:
+            if _GRAPH_REFERENCE_SET.isdisjoint(op.attrs):
+                continue  # most ops, told in one set operation
             for name in _GRAPH_REFERENCES:
                 target = op.attrs.get(name)
                 if isinstance(target, str) and target in module.graphs:

@@ -20,10 +20,11 @@ from tfl2tosa.ir.types import (
     UniformQuantizedBlockwise,
     UniformQuantizedPerAxis,
 )
+from tfl2tosa.tflite_import import flat
 from tfl2tosa.tflite_import.flat import BOOL, I8, I32, U8, U32, U64, Table
-from tfl2tosa.tflite_import.schema import element_type
-from tfl2tosa.tflite_import.source import (Buffer, checked_length, checked_tables, int_vector,
-                                           one_line, reading, text)
+from tfl2tosa.tflite_import.schema import ELEMENT_TYPES, element_type
+from tfl2tosa.tflite_import.source import (CORRUPTION, Buffer, checked_length, checked_tables,
+                                           int_vector, one_line, reading, text)
 
 # No TFLite model has a tensor near this size (2**36 elements: 256 GiB of
 # float32); a larger shape is corruption and must not reach an allocator.
@@ -92,7 +93,82 @@ _BLOCKWISE_DETAILS = 2
 
 def read_tensor(tensor: Table, index: int, where: str, file_size: int) -> TensorInfo:
     """One Tensor table (schema.fbs: shape, type, buffer, name, quantization,
-    is_variable, sparsity, shape_signature are its fields 0-7)."""
+    is_variable, sparsity, shape_signature are its fields 0-7).
+
+    Most tensors are read by `read_plain_tensor`; the others, and any that
+    fails to read, by `read_tensor_checked`, which names what is wrong.
+    """
+    try:
+        info = read_plain_tensor(tensor, index)
+    except CORRUPTION:
+        info = None
+    return info if info is not None else read_tensor_checked(tensor, index, where, file_size)
+
+
+def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
+    """A dense tensor, quantized per tensor or per axis or not at all, read
+    without a diagnostic context per field: None for any other tensor and
+    for any field `read_tensor_checked` would refuse. It raises what reading
+    a corrupt table raises (CORRUPTION); `read_tensor_checked` then reads the
+    tensor again and says what is wrong. Each table's vtable is read once."""
+    buf, pos = tensor.buf, tensor.pos
+    fields = flat.field_offsets(tensor) + _ABSENT_TENSOR_FIELDS
+    (shape_at, type_at, buffer_at, name_at, quantization_at, variable_at, sparsity_at,
+     signature_at) = fields[:8]
+    if sparsity_at:  # sparse tensors take the long way
+        return None
+    if name_at:
+        at = pos + name_at
+        start = at + U32.unpack_from(buf, at)[0]
+        length = U32.unpack_from(buf, start)[0]
+        name = bytes(buf[start + 4:start + 4 + length]).decode("utf-8")
+    else:
+        name = ""
+    shape = flat.int32_tuple(buf, pos + shape_at) if shape_at else ()
+    if shape and min(shape) < -1:
+        return None
+    count = 1
+    for d in shape:
+        count *= d if d > 1 else 1
+    if count > MAX_ELEMENTS:
+        return None
+    signature = flat.int32_tuple(buf, pos + signature_at) if signature_at else ()
+    scalar = ELEMENT_TYPES.get(I8.unpack_from(buf, pos + type_at)[0] if type_at else 0)
+    if scalar is None:
+        return None
+    buffer = U32.unpack_from(buf, pos + buffer_at)[0] if buffer_at else 0
+    is_variable = BOOL.unpack_from(buf, pos + variable_at)[0] if variable_at else False
+    element: t.ElementType = scalar
+    if quantization_at:
+        at = pos + quantization_at
+        quantization = Table(buf, at + U32.unpack_from(buf, at)[0])
+        if quantization.scalar(12, U8) == _BLOCKWISE_DETAILS:
+            return None
+        scales = quantization.array(8, _FLOAT32)
+        if scales.size and scalar.is_integer:
+            zero_points = quantization.array(10, _INT64)
+            axis = quantization.scalar(16, I32)
+            if zero_points.size == 0:
+                zero_points = np.zeros(scales.size, dtype=np.int64)
+            if zero_points.size != scales.size:
+                return None
+            if scales.size == 1:
+                element = UniformQuantized(scalar, t.f32, float(scales[0]), int(zero_points[0]))
+            else:
+                if not 0 <= axis < len(shape):
+                    return None
+                element = UniformQuantizedPerAxis.from_arrays(scalar, t.f32, axis, scales,
+                                                              zero_points)
+    return TensorInfo(index, name, TensorType(shape, element), buffer, is_variable, None,
+                      signature if signature and signature != shape else None)
+
+
+# Pads a Tensor's field offsets to its eight fields (an older writer's vtable is shorter).
+_ABSENT_TENSOR_FIELDS = (0,) * 8
+
+
+def read_tensor_checked(tensor: Table, index: int, where: str, file_size: int) -> TensorInfo:
+    """`read_tensor` for any tensor, with a diagnostic context per field."""
     what = f"{where} tensor {index}"
     with reading(what):
         name = text(tensor.string(10), f"{what} name")
@@ -222,8 +298,7 @@ def _quantized_element(params: Table, scalar: t.ScalarType, shape: tuple[int, ..
         if not 0 <= axis < len(shape):
             raise ModelError(f"corrupt model: {what}: quantized dimension {axis} is out of "
                              f"range for shape {list(shape)}")
-        return UniformQuantizedPerAxis(scalar, t.f32, axis, tuple(scales.tolist()),
-                                       tuple(zero_points.tolist()))
+        return UniformQuantizedPerAxis.from_arrays(scalar, t.f32, axis, scales, zero_points)
     except IRError as exc:
         raise ModelError(f"corrupt model: {what}: {one_line(exc)}") from None
 
