@@ -225,19 +225,26 @@ def _camel(field_name: str) -> str:
 
 
 class _AttributePlan:
-    """How one op's attribute table is written: its stored attributes and layout."""
+    """How one op kind is written: its Op enum value and its attribute table's
+    stored attributes and layout."""
 
-    __slots__ = ("attrs", "layout", "table", "union_type")
+    __slots__ = ("attrs", "fbs_op", "fields", "layout", "table", "union_type")
 
-    def __init__(self, table: str, union_type: int, attrs: tuple[tosa_ops.Attr, ...],
-                 layout: TableLayout) -> None:
+    def __init__(self, fbs_op: int, table: str, union_type: int,
+                 attrs: tuple[tosa_ops.Attr, ...], layout: TableLayout) -> None:
+        self.fbs_op = fbs_op          # the op's value in the `Op` enum
         self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
         self.union_type = union_type  # its value in the `Attribute` union
         self.attrs = attrs            # the attributes stored in the table, in field order
         self.layout = layout          # their fields, in the same order
+        # per attribute: (it, its name, its value when absent, its field's default, type)
+        self.fields = tuple((attr, attr.name, attr.default, default, attr.type)
+                            for attr, (_, _, default) in zip(attrs, layout.fields))
 
 
 _PLANS: dict[str, _AttributePlan] = {}
+# op name (`tosa.conv2d`) -> its plan, once an op of that kind has been written
+_PLANS_BY_OP: dict[str, _AttributePlan] = {}
 
 
 def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
@@ -250,7 +257,7 @@ def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
                               *[getattr(fb, f"{table}Add{_camel(attr.fbs_field)}")
                                 for attr in stored])
         plan = _PLANS[definition.name] = _AttributePlan(
-            table, getattr(fb.Attribute, table), stored, layout)
+            definition.fbs_op, table, getattr(fb.Attribute, table), stored, layout)
     return plan
 
 
@@ -438,18 +445,24 @@ class _Serializer:
     # -- operators
 
     def _operator(self, op: Op) -> int:
-        fbs_op, attr_type, attr_table, inputs, outputs = self._operator_parts(op)
-        b = self.builder
-        inputs_vec = b.CreateSharedStringVector(inputs)
-        outputs_vec = b.CreateSharedStringVector(outputs)
-        location = b.Table(_LOCATION, (b.CreateString(op.loc),)) if op.loc else 0
-        return b.Table(_OPERATOR, (fbs_op, attr_type, attr_table, inputs_vec, outputs_vec,
-                                   location))
+        plan = _PLANS_BY_OP.get(op.name)
+        if plan is None:
+            return self._checked_operator(op)
+        # Every named value is a tensor or a shape (`_collect` names nothing
+        # else), so names found for all operands mean none is omitted.
+        of_value = self.names.of_value
+        try:
+            inputs = [of_value[id(v)] for v in op.operands]
+            outputs = [of_value[id(v)] for v in op.results]
+        except KeyError:
+            return self._checked_operator(op)
+        return self._operator_table(plan.fbs_op, plan.union_type,
+                                    self._attribute_table(op, plan), inputs, outputs, op.loc)
 
-    def _operator_parts(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
-        """(Op enum, union type, attribute table offset, input names, output names)."""
+    def _checked_operator(self, op: Op) -> int:
+        """An operator whose kind, operands or names are checked one by one."""
         if op.name in ("tosa.variable_write", "tosa.variable_read"):
-            return self._variable_access(op)
+            return self._operator_table(*self._variable_access(op), op.loc)
         definition = tosa_ops.BY_MLIR.get(op.name)
         if definition is None:
             raise IRError(f"{op.name} ({op.loc or 'no location'}) is not a TOSA 1.0 operator")
@@ -457,15 +470,16 @@ class _Serializer:
             if isinstance(value.type, NoneType):
                 raise IRError(f"{op.name}: operand {i} is omitted; TOSA has no optional operands")
         names = self.names
-        try:
-            inputs = [names.of_value[id(v)] for v in op.operands]
-            outputs = [names.of_value[id(v)] for v in op.results]
-        except KeyError:  # said by name
-            inputs = [names[v] for v in op.operands]
-            outputs = [names[v] for v in op.results]
-        plan = _attribute_plan(definition)
-        return definition.fbs_op, plan.union_type, self._attribute_table(op, plan), inputs, \
-            outputs
+        inputs = [names[v] for v in op.operands]
+        outputs = [names[v] for v in op.results]
+        plan = _PLANS_BY_OP[op.name] = _attribute_plan(definition)
+        return self._operator_table(plan.fbs_op, plan.union_type,
+                                    self._attribute_table(op, plan), inputs, outputs, op.loc)
+
+    def _operator_table(self, fbs_op: int, attr_type: int, attr_table: int,
+                        inputs: list[str], outputs: list[str], loc: str) -> int:
+        return self.builder.StringVectorsTable(_OPERATOR, (fbs_op, attr_type, attr_table),
+                                               (inputs, outputs), _LOCATION, loc)
 
     def _variable_access(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
         name = str(op.attrs["name"])
@@ -487,12 +501,14 @@ class _Serializer:
         # An absent attribute takes its field's default: the table leaves it out.
         attrs = op.attrs
         values: list[Any] = []
-        for attr, (_, _, default) in zip(plan.attrs, plan.layout.fields):
-            value = attrs.get(attr.name, attr.default)
+        for attr, name, absent, default, kind in plan.fields:
+            value = attrs.get(name, absent)
             if value is None:
                 values.append(default)
-            elif attr.type == "bool":
+            elif kind == "bool":
                 values.append(bool(value))
+            elif kind == "i32" and value.__class__ is int and -(1 << 31) <= value < (1 << 31):
+                values.append(value)
             else:
                 values.append(self._attribute_value(op, plan.table, attr, value))
         return self.builder.Table(plan.layout, values)
