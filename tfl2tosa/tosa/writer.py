@@ -83,13 +83,16 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
     return None
 
 
+_INT = {int}
+
+
 def _int32s(op: Op, attr: tosa_ops.Attr, value: Any) -> list[int]:
     """An i32 attribute's values, refused by name when one does not fit 32 bits."""
-    if value.__class__ in (list, tuple) and all(v.__class__ is int for v in value):
+    if value.__class__ in (list, tuple) and set(map(type, value)) <= _INT:
         values = list(value)  # the usual form: no object array to go through
     else:
         values = [int(v) for v in np.ravel(np.asarray(value, dtype=object))]
-    if any(not -(1 << 31) <= v < (1 << 31) for v in values):
+    if values and (min(values) < -(1 << 31) or max(values) >= 1 << 31):
         raise IRError(f"{op.name} at {op.loc}: {attr.name} = {values} does not fit int32")
     return values
 
@@ -125,7 +128,8 @@ def _layout(metadata_size: int, blobs: list[_Blob]) -> Iterator[tuple[int, _Blob
         pos += 4 + padded_size(blob.data.size)
 
 
-def _file_pieces(metadata: bytearray, blobs: list[_Blob]) -> Iterator[bytes | np.ndarray]:
+def _file_pieces(metadata: bytearray,
+                 blobs: list[_Blob]) -> Iterator[bytes | bytearray | np.ndarray]:
     placed = list(_layout(len(metadata), blobs))
     end = placed[-1][0] + 4 + padded_size(placed[-1][1].data.size) if placed else len(metadata)
     if end > MAX_FILE_SIZE:
@@ -134,7 +138,7 @@ def _file_pieces(metadata: bytearray, blobs: list[_Blob]) -> Iterator[bytes | np
         for from_end in blob.fields_from_end:
             field_pos = len(metadata) - from_end
             struct.pack_into("<I", metadata, field_pos, pos - field_pos)
-    yield bytes(metadata)
+    yield metadata
     cursor = len(metadata)
     for pos, blob in placed:
         yield _ZEROS[:pos - cursor]
@@ -237,8 +241,10 @@ class _AttributePlan:
         self.union_type = union_type  # its value in the `Attribute` union
         self.attrs = attrs            # the attributes stored in the table, in field order
         self.layout = layout          # their fields, in the same order
-        # per attribute: (it, its name, its value when absent, its field's default, type)
-        self.fields = tuple((attr, attr.name, attr.default, default, attr.type)
+        # per attribute: (it, its name, its value when absent, its field's default,
+        # its type, an enum's {member name: value} or None)
+        self.fields = tuple((attr, attr.name, attr.default, default, attr.type,
+                             _ENUM_VALUES.get(attr.type))
                             for attr, (_, _, default) in zip(attrs, layout.fields))
 
 
@@ -299,6 +305,7 @@ class _Serializer:
         self.blobs: list[_Blob] = []
         # (element type, int) -> a `value` attribute's padded bytes: clamps repeat bounds
         self.encoded_values: dict[tuple[Any, int], bytes] = {}
+        self.dtypes: dict[int, int] = {}  # id of an element type -> its flatbuffer DType
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
         for _, op in self.module.ops():
@@ -406,19 +413,26 @@ class _Serializer:
 
     def _tensor_table(self, tensor: _Tensor) -> int:
         b = self.builder
-        ranked = tensor.type.shape is not None
+        tensor_type = tensor.type
+        dims = tensor_type.shape
+        ranked = dims is not None
         name = b.CreateSharedString(tensor.name)
-        dims = tensor.type.shape if ranked else ()
-        if dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
+        if not ranked:
+            dims = ()
+        elif dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
             raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit int32")
         shape = b.CreateInt32Vector(dims)
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else 0)
         if tensor.data is not None and tensor.blob is None:
             self._check_data_size(tensor)
-            tensor.blob = _Blob(encode_data(tensor.data, tensor.type.element))
+            tensor.blob = _Blob(encode_data(tensor.data, tensor_type.element))
             self.blobs.append(tensor.blob)
-        offset = b.Table(_TENSOR, (name, shape, dtype_of(tensor.type.element),
+        # The element types of a module are few and live as long as it does.
+        dtype = self.dtypes.get(id(tensor_type.element))
+        if dtype is None:
+            dtype = self.dtypes[id(tensor_type.element)] = dtype_of(tensor_type.element)
+        offset = b.Table(_TENSOR, (name, shape, dtype,
                                    _NO_DATA if tensor.blob is None else _DATA,
                                    bool(variable_name), variable_name, not ranked))
         if tensor.blob is not None:
@@ -501,7 +515,7 @@ class _Serializer:
         # An absent attribute takes its field's default: the table leaves it out.
         attrs = op.attrs
         values: list[Any] = []
-        for attr, name, absent, default, kind in plan.fields:
+        for attr, name, absent, default, kind, codes in plan.fields:
             value = attrs.get(name, absent)
             if value is None:
                 values.append(default)
@@ -509,6 +523,8 @@ class _Serializer:
                 values.append(bool(value))
             elif kind == "i32" and value.__class__ is int and -(1 << 31) <= value < (1 << 31):
                 values.append(value)
+            elif codes is not None and value.__class__ is str and value in codes:
+                values.append(codes[value])
             else:
                 values.append(self._attribute_value(op, plan.table, attr, value))
         return self.builder.Table(plan.layout, values)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from operator import ne, sub
+from operator import itemgetter, ne, sub
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,7 @@ class Builder:
         self._vtable: list[int] = []
         self._object_end = 0
         self._vtables: dict[tuple[int, ...], int] = {}
+        self._plan_vtables: dict[_TablePlan, int] = {}  # `_vtables` of a plan's vtable key
         self._vector_length = 0
         self._shared: dict[str, int] = {}
         self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
@@ -205,15 +206,21 @@ class Builder:
         raises its error."""
         head = self.head
         start = len(self.Bytes) - head
-        plan_key = (tuple(map(ne, values, layout.defaults)), start & layout.align_mask)
-        plan = layout.plans.get(plan_key)
+        present = tuple(map(ne, values, layout.defaults))
+        plan = layout.plans[start & layout.align_mask].get(present)
         if plan is None:
-            plan = layout.plans[plan_key] = _TablePlan(layout, *plan_key)
-        vtable = self._vtables.get(plan.vtable_key)
+            plan = layout.plans[start & layout.align_mask][present] = _TablePlan(
+                layout, present, start & layout.align_mask)
+        vtable = self._plan_vtables.get(plan)
+        if vtable is None:
+            vtable = self._vtables.get(plan.vtable_key)
+            if vtable is None:
+                return self._table_by_fields(layout, values)
+            self._plan_vtables[plan] = vtable
         size = plan.size
-        if vtable is None or head < size:
+        if head < size:
             return self._table_by_fields(layout, values)
-        args = [values[i] for i in plan.indices]
+        args = list(plan.present_values(values))
         for at, delta in plan.offsets:
             if args[at] > start:  # not yet built: let the general path refuse it
                 return self._table_by_fields(layout, values)
@@ -452,8 +459,9 @@ class TableLayout:
         self.defaults = tuple(default for _, _, default in fields)
         # A start position modulo the widest alignment decides every padding.
         self.align_mask = max([4] + [packer.size for _, packer, _ in fields if packer]) - 1
-        # (fields present, start & align_mask) -> its plan, made when first met
-        self.plans: dict[tuple[tuple[bool, ...], int], _TablePlan] = {}
+        # per start & align_mask: {fields present: its plan}, made when first met
+        self.plans: list[dict[tuple[bool, ...], _TablePlan]] = [
+            {} for _ in range(self.align_mask + 1)]
 
 
 class _TablePlan:
@@ -462,7 +470,7 @@ class _TablePlan:
     values go in it, and the vtable it needs, all worked out once by following
     `Prep` and `EndObject` from a start position with that alignment."""
 
-    __slots__ = ("field_ends", "indices", "minalign", "offsets", "packer", "size",
+    __slots__ = ("field_ends", "minalign", "offsets", "packer", "present_values", "size",
                  "vtable_key")
 
     def __init__(self, layout: TableLayout, present: tuple[bool, ...], residue: int) -> None:
@@ -488,7 +496,7 @@ class _TablePlan:
         self.vtable_key = tuple([object_offset - at if at else 0 for at in ends[:used]])
         # Lowest address first: the vtable offset, then the fields last added first.
         fmt, cursor = ["<i"], object_offset - 4
-        self.indices: list[int] = []
+        indices: list[int] = []
         self.offsets: list[tuple[int, int]] = []  # (argument index, field end - start)
         for field_end, code, index in reversed(placed):
             field_size = struct.calcsize("<" + code)
@@ -498,11 +506,17 @@ class _TablePlan:
             fmt.append(code)
             cursor = field_end - field_size
             if code == "I" and layout.fields[index][1] is None:
-                self.offsets.append((len(self.indices), field_end - residue))
-            self.indices.append(index)
+                self.offsets.append((len(indices), field_end - residue))
+            indices.append(index)
         if cursor != residue:
             fmt.append(f"{cursor - residue}x")
         self.packer = struct.Struct("".join(fmt))
+        # values -> the present ones, in the packer's order (itemgetter of one
+        # index returns the value alone)
+        self.present_values: Callable[[Sequence[Any]], Sequence[Any]] = (
+            itemgetter(*indices) if len(indices) > 1
+            else (lambda values, at=indices[0]: (values[at],)) if indices
+            else (lambda values: ()))
 
 
 class _LayoutProbe:
