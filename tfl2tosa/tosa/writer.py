@@ -464,14 +464,17 @@ class _Serializer:
             return self._checked_operator(op)
         # Every named value is a tensor or a shape (`_collect` names nothing
         # else), so names found for all operands mean none is omitted.
-        of_value = self.names.of_value
+        name_of = self.names.of_value.__getitem__
         try:
-            inputs = [of_value[id(v)] for v in op.operands]
-            outputs = [of_value[id(v)] for v in op.results]
+            inputs = list(map(name_of, map(id, op.operands)))
+            outputs = list(map(name_of, map(id, op.results)))
         except KeyError:
             return self._checked_operator(op)
-        return self._operator_table(plan.fbs_op, plan.union_type,
-                                    self._attribute_table(op, plan), inputs, outputs, op.loc)
+        attribute_table = (self._attribute_table(op, plan) if plan.fields
+                           else self.builder.Table(plan.layout, ()))
+        return self.builder.StringVectorsTable(
+            _OPERATOR, (plan.fbs_op, plan.union_type, attribute_table), (inputs, outputs),
+            _LOCATION, op.loc)
 
     def _checked_operator(self, op: Op) -> int:
         """An operator whose kind, operands or names are checked one by one."""

@@ -244,13 +244,15 @@ class Builder:
         `text_layout` holding `text` as its one string; else that field is 0.
 
         The same bytes as `CreateSharedStringVector` per list, `CreateString` and
-        `Table` twice, with the vectors and strings laid out in one pass (a
-        TOSA operator: its inputs, outputs and location)."""
+        `Table` twice (a TOSA operator: its inputs, outputs and location). Each
+        of these leaves the buffer 4-aligned, so once it is, a string's padding
+        depends only on its length and a vector needs none: the strings met
+        for the first time and the vectors are written here in one pass."""
         shared = self._shared
         data = self.Bytes
         head = self.head
         end = len(data)
-        if (head - end) & 3 or self.minalign < 4:  # not 4-aligned: the general calls
+        if (head - end) & 3 or self.minalign < 4:  # not yet 4-aligned: the general calls
             fields = list(values) + [self.CreateSharedStringVector(texts)
                                      for texts in string_lists]
             fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
@@ -286,24 +288,8 @@ class Builder:
             _vector_packer("I", count).pack_into(
                 data, head, count, *map(sub, range(top, top - 4 * count, -4), offsets))
             fields.append(end - head)
-        if text:
-            raw = text.encode()
-            size = len(raw)
-            pad = (head - end - size - 1) & 3
-            while head < pad + size + 5:
-                self.head = head
-                self._grow()
-                data, head = self.Bytes, self.head
-                end = len(data)
-            head -= pad + size + 1
-            data[head:head + size] = raw
-            head -= 4
-            _UINT32.pack_into(data, head, size)
-            self.head = head
-            fields.append(self.Table(text_layout, (end - head,)))
-        else:
-            self.head = head
-            fields.append(0)
+        self.head = head
+        fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
         return self.Table(layout, fields)
 
     def _table_by_fields(self, layout: TableLayout, values: Sequence[Any]) -> int:
