@@ -12,12 +12,18 @@ It answers the calls the flatc-generated TOSA code makes (`StartObject`,
 and the ones the writer makes. A table the writer builds many times (an
 operator, a tensor, an attribute table) is built by `Table` in one call, from
 a `TableLayout` read once from the generated `<Table>Start` and
-`<Table>Add<Field>` functions: the same bytes as those calls, in one loop. The layout rules followed (see flatbuffers'
-python/flatbuffers/builder.py): the buffer grows downwards from its end,
-offsets are distances from the end, a scalar is aligned to its own size, a
-vector's length word to 4 bytes with its elements aligned after it, an
-object's vtable is written after it and shared with any earlier object whose
-field offsets (trailing empty fields dropped) are the same.
+`<Table>Add<Field>` functions: the same bytes as those calls. Which fields are
+present and the start's alignment fix a table's padding, field positions and
+vtable, so each such combination is worked out once (`_TablePlan`) and its
+tables are then one struct pack each. `StringVectorsTable` writes an operator
+(its input and output name vectors, location and table) in one call.
+
+The layout rules followed (see flatbuffers' python/flatbuffers/builder.py):
+the buffer grows downwards from its end, offsets are distances from the end,
+a scalar is aligned to its own size, a vector's length word to 4 bytes with
+its elements aligned after it, an object's vtable is written after it and
+shared with any earlier object whose field offsets (trailing empty fields
+dropped) are the same.
 """
 
 from __future__ import annotations
@@ -491,7 +497,7 @@ class _TablePlan:
                 fmt.append(f"{gap}x")
             fmt.append(code)
             cursor = field_end - field_size
-            if code == "I" and layout.fields[index][1] is None:
+            if layout.fields[index][1] is None:  # an offset, made relative when packed
                 self.offsets.append((len(indices), field_end - residue))
             indices.append(index)
         if cursor != residue:
