@@ -117,6 +117,9 @@ class _Blob:
 
 
 _ZEROS = bytes(8)
+# A data vector's length word with the 0-7 zero bytes that pad up to it.
+_PADDED_LENGTH = [struct.Struct(f"<{pad}xI") for pad in range(8)]
+_UINT32 = struct.Struct("<I")
 
 
 def _layout(metadata_size: int, blobs: list[_Blob]) -> Iterator[tuple[int, _Blob]]:
@@ -137,15 +140,17 @@ def _file_pieces(metadata: bytearray,
     for pos, blob in placed:
         for from_end in blob.fields_from_end:
             field_pos = len(metadata) - from_end
-            struct.pack_into("<I", metadata, field_pos, pos - field_pos)
+            _UINT32.pack_into(metadata, field_pos, pos - field_pos)
     yield metadata
     cursor = len(metadata)
     for pos, blob in placed:
-        yield _ZEROS[:pos - cursor]
-        yield struct.pack("<I", padded_size(blob.data.size))
+        size = blob.data.size
+        padded = padded_size(size)
+        yield _PADDED_LENGTH[pos - cursor].pack(padded)
         yield blob.data
-        yield _ZEROS[:padded_size(blob.data.size) - blob.data.size]
-        cursor = pos + 4 + padded_size(blob.data.size)
+        if padded != size:
+            yield _ZEROS[:padded - size]
+        cursor = pos + 4 + padded
 
 
 # ---------------------------------------------------------------------------
