@@ -83,13 +83,16 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
     return None
 
 
+_INT = {int}
+
+
 def _int32s(op: Op, attr: tosa_ops.Attr, value: Any) -> list[int]:
     """An i32 attribute's values, refused by name when one does not fit 32 bits."""
-    if value.__class__ in (list, tuple) and all(v.__class__ is int for v in value):
+    if value.__class__ in (list, tuple) and set(map(type, value)) <= _INT:
         values = list(value)  # the usual form: no object array to go through
     else:
         values = [int(v) for v in np.ravel(np.asarray(value, dtype=object))]
-    if any(not -(1 << 31) <= v < (1 << 31) for v in values):
+    if values and (min(values) < -(1 << 31) or max(values) >= 1 << 31):
         raise IRError(f"{op.name} at {op.loc}: {attr.name} = {values} does not fit int32")
     return values
 
@@ -114,6 +117,9 @@ class _Blob:
 
 
 _ZEROS = bytes(8)
+# A data vector's length word with the 0-7 zero bytes that pad up to it.
+_PADDED_LENGTH = [struct.Struct(f"<{pad}xI") for pad in range(8)]
+_UINT32 = struct.Struct("<I")
 
 
 def _layout(metadata_size: int, blobs: list[_Blob]) -> Iterator[tuple[int, _Blob]]:
@@ -125,7 +131,8 @@ def _layout(metadata_size: int, blobs: list[_Blob]) -> Iterator[tuple[int, _Blob
         pos += 4 + padded_size(blob.data.size)
 
 
-def _file_pieces(metadata: bytearray, blobs: list[_Blob]) -> Iterator[bytes | np.ndarray]:
+def _file_pieces(metadata: bytearray,
+                 blobs: list[_Blob]) -> Iterator[bytes | bytearray | np.ndarray]:
     placed = list(_layout(len(metadata), blobs))
     end = placed[-1][0] + 4 + padded_size(placed[-1][1].data.size) if placed else len(metadata)
     if end > MAX_FILE_SIZE:
@@ -133,15 +140,17 @@ def _file_pieces(metadata: bytearray, blobs: list[_Blob]) -> Iterator[bytes | np
     for pos, blob in placed:
         for from_end in blob.fields_from_end:
             field_pos = len(metadata) - from_end
-            struct.pack_into("<I", metadata, field_pos, pos - field_pos)
-    yield bytes(metadata)
+            _UINT32.pack_into(metadata, field_pos, pos - field_pos)
+    yield metadata
     cursor = len(metadata)
     for pos, blob in placed:
-        yield _ZEROS[:pos - cursor]
-        yield struct.pack("<I", padded_size(blob.data.size))
+        size = blob.data.size
+        padded = padded_size(size)
+        yield _PADDED_LENGTH[pos - cursor].pack(padded)
         yield blob.data
-        yield _ZEROS[:padded_size(blob.data.size) - blob.data.size]
-        cursor = pos + 4 + padded_size(blob.data.size)
+        if padded != size:
+            yield _ZEROS[:padded - size]
+        cursor = pos + 4 + padded
 
 
 # ---------------------------------------------------------------------------
@@ -225,19 +234,28 @@ def _camel(field_name: str) -> str:
 
 
 class _AttributePlan:
-    """How one op's attribute table is written: its stored attributes and layout."""
+    """How one op kind is written: its Op enum value and its attribute table's
+    stored attributes and layout."""
 
-    __slots__ = ("attrs", "layout", "table", "union_type")
+    __slots__ = ("attrs", "fbs_op", "fields", "layout", "table", "union_type")
 
-    def __init__(self, table: str, union_type: int, attrs: tuple[tosa_ops.Attr, ...],
-                 layout: TableLayout) -> None:
+    def __init__(self, fbs_op: int, table: str, union_type: int,
+                 attrs: tuple[tosa_ops.Attr, ...], layout: TableLayout) -> None:
+        self.fbs_op = fbs_op          # the op's value in the `Op` enum
         self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
         self.union_type = union_type  # its value in the `Attribute` union
         self.attrs = attrs            # the attributes stored in the table, in field order
         self.layout = layout          # their fields, in the same order
+        # per attribute: (it, its name, its value when absent, its field's default,
+        # its type, an enum's {member name: value} or None)
+        self.fields = tuple((attr, attr.name, attr.default, default, attr.type,
+                             _ENUM_VALUES.get(attr.type))
+                            for attr, (_, _, default) in zip(attrs, layout.fields))
 
 
 _PLANS: dict[str, _AttributePlan] = {}
+# op name (`tosa.conv2d`) -> its plan, once an op of that kind has been written
+_PLANS_BY_OP: dict[str, _AttributePlan] = {}
 
 
 def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
@@ -250,7 +268,7 @@ def _attribute_plan(definition: tosa_ops.OpDef) -> _AttributePlan:
                               *[getattr(fb, f"{table}Add{_camel(attr.fbs_field)}")
                                 for attr in stored])
         plan = _PLANS[definition.name] = _AttributePlan(
-            table, getattr(fb.Attribute, table), stored, layout)
+            definition.fbs_op, table, getattr(fb.Attribute, table), stored, layout)
     return plan
 
 
@@ -292,6 +310,7 @@ class _Serializer:
         self.blobs: list[_Blob] = []
         # (element type, int) -> a `value` attribute's padded bytes: clamps repeat bounds
         self.encoded_values: dict[tuple[Any, int], bytes] = {}
+        self.dtypes: dict[int, int] = {}  # id of an element type -> its flatbuffer DType
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
         for _, op in self.module.ops():
@@ -399,19 +418,26 @@ class _Serializer:
 
     def _tensor_table(self, tensor: _Tensor) -> int:
         b = self.builder
-        ranked = tensor.type.shape is not None
+        tensor_type = tensor.type
+        dims = tensor_type.shape
+        ranked = dims is not None
         name = b.CreateSharedString(tensor.name)
-        dims = tensor.type.shape if ranked else ()
-        if dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
+        if not ranked:
+            dims = ()
+        elif dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
             raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit int32")
         shape = b.CreateInt32Vector(dims)
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else 0)
         if tensor.data is not None and tensor.blob is None:
             self._check_data_size(tensor)
-            tensor.blob = _Blob(encode_data(tensor.data, tensor.type.element))
+            tensor.blob = _Blob(encode_data(tensor.data, tensor_type.element))
             self.blobs.append(tensor.blob)
-        offset = b.Table(_TENSOR, (name, shape, dtype_of(tensor.type.element),
+        # The element types of a module are few and live as long as it does.
+        dtype = self.dtypes.get(id(tensor_type.element))
+        if dtype is None:
+            dtype = self.dtypes[id(tensor_type.element)] = dtype_of(tensor_type.element)
+        offset = b.Table(_TENSOR, (name, shape, dtype,
                                    _NO_DATA if tensor.blob is None else _DATA,
                                    bool(variable_name), variable_name, not ranked))
         if tensor.blob is not None:
@@ -438,18 +464,27 @@ class _Serializer:
     # -- operators
 
     def _operator(self, op: Op) -> int:
-        fbs_op, attr_type, attr_table, inputs, outputs = self._operator_parts(op)
-        b = self.builder
-        inputs_vec = b.CreateSharedStringVector(inputs)
-        outputs_vec = b.CreateSharedStringVector(outputs)
-        location = b.Table(_LOCATION, (b.CreateString(op.loc),)) if op.loc else 0
-        return b.Table(_OPERATOR, (fbs_op, attr_type, attr_table, inputs_vec, outputs_vec,
-                                   location))
+        plan = _PLANS_BY_OP.get(op.name)
+        if plan is None:
+            return self._checked_operator(op)
+        # Every named value is a tensor or a shape (`_collect` names nothing
+        # else), so names found for all operands mean none is omitted.
+        name_of = self.names.of_value.__getitem__
+        try:
+            inputs = list(map(name_of, map(id, op.operands)))
+            outputs = list(map(name_of, map(id, op.results)))
+        except KeyError:
+            return self._checked_operator(op)
+        attribute_table = (self._attribute_table(op, plan) if plan.fields
+                           else self.builder.Table(plan.layout, ()))
+        return self.builder.StringVectorsTable(
+            _OPERATOR, (plan.fbs_op, plan.union_type, attribute_table), (inputs, outputs),
+            _LOCATION, op.loc)
 
-    def _operator_parts(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
-        """(Op enum, union type, attribute table offset, input names, output names)."""
+    def _checked_operator(self, op: Op) -> int:
+        """An operator whose kind, operands or names are checked one by one."""
         if op.name in ("tosa.variable_write", "tosa.variable_read"):
-            return self._variable_access(op)
+            return self._operator_table(*self._variable_access(op), op.loc)
         definition = tosa_ops.BY_MLIR.get(op.name)
         if definition is None:
             raise IRError(f"{op.name} ({op.loc or 'no location'}) is not a TOSA 1.0 operator")
@@ -457,15 +492,16 @@ class _Serializer:
             if isinstance(value.type, NoneType):
                 raise IRError(f"{op.name}: operand {i} is omitted; TOSA has no optional operands")
         names = self.names
-        try:
-            inputs = [names.of_value[id(v)] for v in op.operands]
-            outputs = [names.of_value[id(v)] for v in op.results]
-        except KeyError:  # said by name
-            inputs = [names[v] for v in op.operands]
-            outputs = [names[v] for v in op.results]
-        plan = _attribute_plan(definition)
-        return definition.fbs_op, plan.union_type, self._attribute_table(op, plan), inputs, \
-            outputs
+        inputs = [names[v] for v in op.operands]
+        outputs = [names[v] for v in op.results]
+        plan = _PLANS_BY_OP[op.name] = _attribute_plan(definition)
+        return self._operator_table(plan.fbs_op, plan.union_type,
+                                    self._attribute_table(op, plan), inputs, outputs, op.loc)
+
+    def _operator_table(self, fbs_op: int, attr_type: int, attr_table: int,
+                        inputs: list[str], outputs: list[str], loc: str) -> int:
+        return self.builder.StringVectorsTable(_OPERATOR, (fbs_op, attr_type, attr_table),
+                                               (inputs, outputs), _LOCATION, loc)
 
     def _variable_access(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
         name = str(op.attrs["name"])
@@ -487,12 +523,16 @@ class _Serializer:
         # An absent attribute takes its field's default: the table leaves it out.
         attrs = op.attrs
         values: list[Any] = []
-        for attr, (_, _, default) in zip(plan.attrs, plan.layout.fields):
-            value = attrs.get(attr.name, attr.default)
+        for attr, name, absent, default, kind, codes in plan.fields:
+            value = attrs.get(name, absent)
             if value is None:
                 values.append(default)
-            elif attr.type == "bool":
+            elif kind == "bool":
                 values.append(bool(value))
+            elif kind == "i32" and value.__class__ is int and -(1 << 31) <= value < (1 << 31):
+                values.append(value)
+            elif codes is not None and value.__class__ is str and value in codes:
+                values.append(codes[value])
             else:
                 values.append(self._attribute_value(op, plan.table, attr, value))
         return self.builder.Table(plan.layout, values)

@@ -12,18 +12,25 @@ It answers the calls the flatc-generated TOSA code makes (`StartObject`,
 and the ones the writer makes. A table the writer builds many times (an
 operator, a tensor, an attribute table) is built by `Table` in one call, from
 a `TableLayout` read once from the generated `<Table>Start` and
-`<Table>Add<Field>` functions: the same bytes as those calls, in one loop. The layout rules followed (see flatbuffers'
-python/flatbuffers/builder.py): the buffer grows downwards from its end,
-offsets are distances from the end, a scalar is aligned to its own size, a
-vector's length word to 4 bytes with its elements aligned after it, an
-object's vtable is written after it and shared with any earlier object whose
-field offsets (trailing empty fields dropped) are the same.
+`<Table>Add<Field>` functions: the same bytes as those calls. Which fields are
+present and the start's alignment fix a table's padding, field positions and
+vtable, so each such combination is worked out once (`_TablePlan`) and its
+tables are then one struct pack each. `StringVectorsTable` writes an operator
+(its input and output name vectors, location and table) in one call.
+
+The layout rules followed (see flatbuffers' python/flatbuffers/builder.py):
+the buffer grows downwards from its end, offsets are distances from the end,
+a scalar is aligned to its own size, a vector's length word to 4 bytes with
+its elements aligned after it, an object's vtable is written after it and
+shared with any earlier object whose field offsets (trailing empty fields
+dropped) are the same.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from operator import itemgetter, ne, sub
 from typing import Any
 
 import numpy as np
@@ -42,6 +49,17 @@ _TYPE_NAMES = {_BOOL: "bool", _UINT8: "uint8", _INT32: "int32", _UINT32: "uint32
                _UINT64: "uint64"}
 
 
+_VECTOR_PACKERS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def _vector_packer(code: str, count: int) -> struct.Struct:
+    """The struct of a vector's length word and `count` elements of format `code`."""
+    packer = _VECTOR_PACKERS.get((code, count))
+    if packer is None:
+        packer = _VECTOR_PACKERS[code, count] = struct.Struct(f"<I{count}{code}")
+    return packer
+
+
 class OffsetArithmeticError(ValueError):
     """An offset that points forward in the buffer: a table or vector used before it is built."""
 
@@ -56,8 +74,10 @@ class Builder:
         self._vtable: list[int] = []
         self._object_end = 0
         self._vtables: dict[tuple[int, ...], int] = {}
+        self._plan_vtables: dict[_TablePlan, int] = {}  # `_vtables` of a plan's vtable key
         self._vector_length = 0
         self._shared: dict[str, int] = {}
+        self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
 
     # -- positions and space
 
@@ -115,6 +135,7 @@ class Builder:
 
     def StartObject(self, field_count: int) -> None:
         self._vtable = [0] * field_count
+        self._last_table = None
         self._object_end = self.Offset()
 
     def Slot(self, slot: int) -> None:
@@ -180,12 +201,111 @@ class Builder:
     def Table(self, layout: TableLayout, values: Sequence[Any]) -> int:
         """A whole table: what `<Table>Start`, one `<Table>Add<Field>` per value in
         `layout`'s order and `<Table>End` write. A value equal to its field's
-        default is left out, as the generated functions leave it out."""
+        default is left out, as the generated functions leave it out.
+
+        Which fields are present and where the table starts (modulo its widest
+        field) fix its whole layout: padding, field positions, vtable. That
+        layout is worked out once (`_TablePlan`) and the table, its vtable
+        already written, is then one struct pack; anything else (a vtable not
+        yet written, a buffer to grow, a value the pack refuses) goes through
+        `_table_by_fields`, which writes what the generated code would, or
+        raises its error."""
+        head = self.head
+        start = len(self.Bytes) - head
+        present = tuple(map(ne, values, layout.defaults))
+        plan = layout.plans[start & layout.align_mask].get(present)
+        if plan is None:
+            plan = layout.plans[start & layout.align_mask][present] = _TablePlan(
+                layout, present, start & layout.align_mask)
+        vtable = self._plan_vtables.get(plan)
+        if vtable is None:
+            vtable = self._vtables.get(plan.vtable_key)
+            if vtable is None:
+                return self._table_by_fields(layout, values)
+            self._plan_vtables[plan] = vtable
+        size = plan.size
+        if head < size:
+            return self._table_by_fields(layout, values)
+        args = list(plan.present_values(values))
+        for at, delta in plan.offsets:
+            if args[at] > start:  # not yet built: let the general path refuse it
+                return self._table_by_fields(layout, values)
+            args[at] = start + delta - args[at]
+        object_offset = start + size
+        try:
+            plan.packer.pack_into(self.Bytes, head - size, vtable - object_offset, *args)
+        except struct.error:
+            return self._table_by_fields(layout, values)
+        self.head = head - size
+        if self.minalign < plan.minalign:
+            self.minalign = plan.minalign
+        self._last_table = (start, plan)
+        return object_offset
+
+    def StringVectorsTable(self, layout: TableLayout, values: Sequence[Any],
+                           string_lists: Sequence[Sequence[str]],
+                           text_layout: TableLayout, text: str) -> int:
+        """A table whose fields are `values`, then one vector of shared strings per
+        list in `string_lists`, then (if `text` is not empty) a table of
+        `text_layout` holding `text` as its one string; else that field is 0.
+
+        The same bytes as `CreateSharedStringVector` per list, `CreateString` and
+        `Table` twice (a TOSA operator: its inputs, outputs and location). Each
+        of these leaves the buffer 4-aligned, so once it is, a string's padding
+        depends only on its length and a vector needs none: the strings met
+        for the first time and the vectors are written here in one pass."""
+        shared = self._shared
+        data = self.Bytes
+        head = self.head
+        end = len(data)
+        if (head - end) & 3 or self.minalign < 4:  # not yet 4-aligned: the general calls
+            fields = list(values) + [self.CreateSharedStringVector(texts)
+                                     for texts in string_lists]
+            fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
+            return self.Table(layout, fields)
+        fields = list(values)
+        for texts in string_lists:
+            offsets = []
+            for name in texts:
+                offset = shared.get(name)
+                if offset is None:  # its first use: the string goes before the vector
+                    raw = name.encode()
+                    size = len(raw)
+                    pad = (head - end - size - 1) & 3
+                    while head < pad + size + 5:
+                        self.head = head
+                        self._grow()
+                        data, head = self.Bytes, self.head
+                        end = len(data)
+                    head -= pad + size + 1  # the terminating zero is already there
+                    data[head:head + size] = raw
+                    head -= 4
+                    _UINT32.pack_into(data, head, size)
+                    offset = shared[name] = end - head
+                offsets.append(offset)
+            count = len(offsets)
+            while head < 4 * count + 4:
+                self.head = head
+                self._grow()
+                data, head = self.Bytes, self.head
+                end = len(data)
+            top = end - head + 4 * count  # element i is `top - 4 * i` from the end
+            head -= 4 * count + 4
+            _vector_packer("I", count).pack_into(
+                data, head, count, *map(sub, range(top, top - 4 * count, -4), offsets))
+            fields.append(end - head)
+        self.head = head
+        fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
+        return self.Table(layout, fields)
+
+    def _table_by_fields(self, layout: TableLayout, values: Sequence[Any]) -> int:
+        """`Table` field by field, as the generated functions write it."""
         data = self.Bytes
         end = len(data)
         head = self.head
         self._vtable = vtable = [0] * layout.field_count
         self._object_end = end - head
+        self._last_table = None
         for (slot, packer, default), value in zip(layout.fields, values):
             if value == default:
                 continue
@@ -221,6 +341,9 @@ class Builder:
     def FieldOffset(self, slot: int) -> int:
         """Where the last table written put field `slot`, as a distance from the
         buffer's end (what `Offset()` said right after the field was written)."""
+        if self._last_table is not None:
+            start, plan = self._last_table
+            return start + plan.field_ends[slot]
         return self._vtable[slot]
 
     # -- vectors and strings
@@ -244,7 +367,6 @@ class Builder:
         head -= 4
         _UINT32.pack_into(self.Bytes, head, size)
         self.head = head
-        self._vector_length = size
         return len(self.Bytes) - head
 
     def CreateSharedString(self, text: str) -> int:
@@ -255,13 +377,10 @@ class Builder:
 
     def CreateSharedStringVector(self, texts: Sequence[str]) -> int:
         """A vector of strings, each written once per buffer (`CreateSharedString`)."""
-        shared = self._shared
-        offsets: list[int] = []
-        for text in texts:
-            offset = shared.get(text)
-            if offset is None:
-                offset = shared[text] = self.CreateString(text)
-            offsets.append(offset)
+        try:
+            offsets = list(map(self._shared.__getitem__, texts))
+        except KeyError:  # a string's first use: written before the vector, in order
+            offsets = list(map(self.CreateSharedString, texts))
         return self.CreateOffsetVector(offsets)
 
     def CreateNumpyVector(self, array: np.ndarray) -> int:
@@ -274,30 +393,31 @@ class Builder:
 
     def CreateInt32Vector(self, values: Sequence[int]) -> int:
         count = len(values)
-        head = self._prep4(4 * count) - 4 * count
-        struct.pack_into(f"<{count}i", self.Bytes, head, *values)
-        head -= 4
-        _UINT32.pack_into(self.Bytes, head, count)
+        head = self._prep4(4 * count) - 4 * count - 4
+        _vector_packer("i", count).pack_into(self.Bytes, head, count, *values)
         self.head = head
-        self._vector_length = count
         return len(self.Bytes) - head
 
     def CreateOffsetVector(self, offsets: Sequence[int]) -> int:
         """A vector of offsets to tables or strings, in the given order."""
         count = len(offsets)
-        head = self._prep4(4 * count)
-        # Element i sits 4 * (count - i) bytes further from the end than `base`.
-        base = len(self.Bytes) - head
-        if offsets and max(offsets) > base:
+        data = self.Bytes
+        head = self.head
+        pad = (head - len(data)) & 3  # Prep(4, 4 * count): the elements keep 4-alignment
+        if head < pad + 4 * count + 4 or self.minalign < 4:
+            head = self._prep4(4 * count)
+            data = self.Bytes
+        else:
+            head -= pad
+        # Element i is written where the buffer is `top - 4 * i` from its end.
+        top = len(data) - head + 4 * count
+        if offsets and max(offsets) > top - 4 * count:
             raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        head -= 4 * count
-        struct.pack_into(f"<{count}I", self.Bytes, head,
-                         *[base + 4 * (count - i) - offset for i, offset in enumerate(offsets)])
-        head -= 4
-        _UINT32.pack_into(self.Bytes, head, count)
+        head -= 4 * count + 4
+        _vector_packer("I", count).pack_into(
+            data, head, count, *map(sub, range(top, top - 4 * count, -4), offsets))
         self.head = head
-        self._vector_length = count
-        return len(self.Bytes) - head
+        return len(data) - head
 
     def CreateByteVector(self, raw: bytes, alignment: int = 1) -> int:
         self.StartVector(1, len(raw), alignment)
@@ -322,12 +442,73 @@ class TableLayout:
     """A table's field count and, in the order the writer adds them, each field's
     (slot, packer or None for an offset, default), as the generated code has them."""
 
-    __slots__ = ("field_count", "fields")
+    __slots__ = ("align_mask", "defaults", "field_count", "fields", "plans")
 
     def __init__(self, field_count: int,
                  fields: tuple[tuple[int, struct.Struct | None, Any], ...]) -> None:
         self.field_count = field_count
         self.fields = fields
+        self.defaults = tuple(default for _, _, default in fields)
+        # A start position modulo the widest alignment decides every padding.
+        self.align_mask = max([4] + [packer.size for _, packer, _ in fields if packer]) - 1
+        # per start & align_mask: {fields present: its plan}, made when first met
+        self.plans: list[dict[tuple[bool, ...], _TablePlan]] = [
+            {} for _ in range(self.align_mask + 1)]
+
+
+class _TablePlan:
+    """One table's bytes for a given set of present fields and start alignment:
+    the struct that packs its vtable offset and fields (padding included), which
+    values go in it, and the vtable it needs, all worked out once by following
+    `Prep` and `EndObject` from a start position with that alignment."""
+
+    __slots__ = ("field_ends", "minalign", "offsets", "packer", "present_values", "size",
+                 "vtable_key")
+
+    def __init__(self, layout: TableLayout, present: tuple[bool, ...], residue: int) -> None:
+        pos = residue  # a stand-in start: only its alignment matters
+        placed: list[tuple[int, str, int]] = []  # (distance from end, format, value index)
+        self.minalign = 4
+        self.field_ends: dict[int, int] = {}
+        ends = [0] * layout.field_count
+        for index, ((slot, packer, _), is_present) in enumerate(zip(layout.fields, present)):
+            if not is_present:
+                continue
+            size = 4 if packer is None else packer.size
+            self.minalign = max(self.minalign, size)
+            pos += (-pos & (size - 1)) + size
+            placed.append((pos, "I" if packer is None else packer.format[-1], index))
+            ends[slot] = pos
+            self.field_ends[slot] = pos - residue
+        object_offset = pos + (-pos & 3) + 4
+        self.size = object_offset - residue
+        used = len(ends)
+        while used and not ends[used - 1]:
+            used -= 1
+        self.vtable_key = tuple([object_offset - at if at else 0 for at in ends[:used]])
+        # Lowest address first: the vtable offset, then the fields last added first.
+        fmt, cursor = ["<i"], object_offset - 4
+        indices: list[int] = []
+        self.offsets: list[tuple[int, int]] = []  # (argument index, field end - start)
+        for field_end, code, index in reversed(placed):
+            field_size = struct.calcsize("<" + code)
+            gap = cursor - field_end
+            if gap:
+                fmt.append(f"{gap}x")
+            fmt.append(code)
+            cursor = field_end - field_size
+            if layout.fields[index][1] is None:  # an offset, made relative when packed
+                self.offsets.append((len(indices), field_end - residue))
+            indices.append(index)
+        if cursor != residue:
+            fmt.append(f"{cursor - residue}x")
+        self.packer = struct.Struct("".join(fmt))
+        # values -> the present ones, in the packer's order (itemgetter of one
+        # index returns the value alone)
+        self.present_values: Callable[[Sequence[Any]], Sequence[Any]] = (
+            itemgetter(*indices) if len(indices) > 1
+            else (lambda values, at=indices[0]: (values[at],)) if indices
+            else (lambda values: ()))
 
 
 class _LayoutProbe:
