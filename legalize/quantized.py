@@ -209,7 +209,7 @@ def quantize_multiplier_16(scale: float) -> tuple[int, int]:
 def quantize_multipliers(scales: Sequence[float] | np.ndarray,
                          scale32: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """quantize_multiplier (or quantize_multiplier_16 when not `scale32`) of
-    every scale at once, as two int64 arrays (multipliers, shifts).
+    every scale at once, as two read-only int64 arrays (multipliers, shifts).
 
     Per-channel RESCALEs have one scale per output channel; this computes the
     same integers as the scalar definitions, element by element, with numpy:
@@ -217,6 +217,26 @@ def quantize_multipliers(scales: Sequence[float] | np.ndarray,
     fractional part as the scalar `_mantissa_exponent` does.
     """
     values = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    key = (values.shape, values.tobytes(), scale32)
+    known = _QUANTIZED_MULTIPLIERS.get(key)
+    if known is None:
+        known = _quantize_multipliers(values, scale32)
+        for array in known:
+            array.flags.writeable = False  # handed out again
+        if len(_QUANTIZED_MULTIPLIERS) >= _MAX_QUANTIZED_MULTIPLIERS:
+            _QUANTIZED_MULTIPLIERS.clear()
+        _QUANTIZED_MULTIPLIERS[key] = known
+    return known
+
+
+# (shape, bytes of the float64 scales, scale32) -> (multipliers, shifts): a model
+# asks for the same scales op after op (unit widenings, ADD's input scales, layers
+# that share their quantization). Bounded for processes that convert many models.
+_QUANTIZED_MULTIPLIERS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_MAX_QUANTIZED_MULTIPLIERS = 4096
+
+
+def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
     bad = ~(np.isfinite(values) & (values >= 0))
     if bad.any():
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "

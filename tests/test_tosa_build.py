@@ -172,3 +172,20 @@ def test_a_discarded_constant_is_not_handed_out_again(graph, b):
     discard_since(graph.ops, mark)
     again = tb.zero_point(b, 7, i8)
     assert again is not dropped and again.owner in graph.ops
+
+
+def test_a_repeated_one_value_request_is_still_checked_and_kept_apart(graph, b):
+    """A request seen before skips its conversion, never its outcome: values that
+    do not fit still raise, equal values given in another dtype are the same
+    constant, and each graph's constant holds its own array."""
+    for _ in range(2):
+        with pytest.raises(IRError, match="do not fit i8"):
+            tb.const(b, np.array([300], dtype=np.int64), i8)
+    first = tb.const(b, np.array([44], dtype=np.int64), i8)
+    assert tb.const(b, np.array([44], dtype=np.int32), i8) is first
+    other_graph = Graph("other")
+    elsewhere = tb.const(Builder(other_graph), np.array([44], dtype=np.int64), i8)
+    assert elsewhere is not first
+    assert elsewhere.owner.attrs["values"] is not first.owner.attrs["values"]
+    assert first.owner.attrs["values"].dtype == np.int8
+    assert first.owner.attrs["values"].tolist() == [44]

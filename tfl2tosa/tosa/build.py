@@ -111,9 +111,6 @@ def op_results(b: Builder, name: str, operands: Sequence[Value],
 # ---------------------------------------------------------------------------
 # Constants
 
-# graph -> (the op list being built, one-value constant key -> (value, index in it))
-_ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
 
 def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     """A `tosa.const` holding `array`; the element type follows its dtype unless given.
@@ -122,6 +119,16 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     the numpy dtype that holds it; integer values must survive the conversion.
     """
     values = np.asarray(array)
+    if values.size == 1:
+        return _one_value_const(b, values, element)
+    values, element = _converted(values, element)
+    return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+
+
+def _converted(values: np.ndarray, element: ElementType | None
+               ) -> tuple[np.ndarray, ElementType]:
+    """`values` in the numpy dtype of `element` (by default the element of their
+    dtype), after checking that they fit it."""
     if element is None:
         element = _ELEMENT_OF_DTYPE.get(values.dtype.name)
         if element is None:
@@ -137,17 +144,38 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     if narrower and values.size and (values.min() < scalar.min_value
                                      or values.max() > scalar.max_value):
         raise IRError(f"constant values do not fit {scalar}")
-    if values.size == 1:
-        return _one_value_const(b, values, element)
-    return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+    return values, element
 
 
-def _one_value_const(b: Builder, values: np.ndarray, element: ElementType) -> Value:
+# graph -> (the op list being built, one-value constant key -> (value, index in it))
+_ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# A one-value constant as asked for (shape, dtype and bytes of the array given,
+# and the element) -> (its key in _ONE_VALUE_CONSTS, its converted array, its
+# element): the same request always converts and checks the same way, so a
+# repeat skips both. Bounded, as a long-lived process converts model after model.
+_ONE_VALUE_REQUESTS: dict[tuple, tuple[tuple, np.ndarray, ElementType]] = {}
+_MAX_ONE_VALUE_REQUESTS = 4096
+
+
+def _one_value_const(b: Builder, values: np.ndarray, element: ElementType | None) -> Value:
     """A one-value constant, made once per graph and op list: patterns ask for the
     same zero points, multipliers and shifts op after op, and CSE would merge the
     copies into the first anyway. The name a copy would have taken is still used
     up, so every other value keeps its name."""
-    key = (values.shape, values.dtype.str, values.tobytes(), str(element))
+    # Only numbers' bytes say what they are (an object array's are pointers).
+    request = ((values.shape, values.dtype.str, values.tobytes(), element)
+               if values.dtype.kind in "biufc" else None)
+    known_request = _ONE_VALUE_REQUESTS.get(request) if request is not None else None
+    if known_request is None:
+        converted, element = _converted(values, element)
+        key = (converted.shape, converted.dtype.str, converted.tobytes(), str(element))
+        if request is not None:
+            if len(_ONE_VALUE_REQUESTS) >= _MAX_ONE_VALUE_REQUESTS:
+                _ONE_VALUE_REQUESTS.clear()
+            _ONE_VALUE_REQUESTS[request] = key, converted, element
+    else:
+        key, converted, element = known_request
     cache = _ONE_VALUE_CONSTS.get(b.graph)
     if cache is None or cache[0] is not b.ops:
         cache = _ONE_VALUE_CONSTS[b.graph] = (b.ops, {})
@@ -158,7 +186,9 @@ def _one_value_const(b: Builder, values: np.ndarray, element: ElementType) -> Va
         if index < len(ops) and ops[index] is value.owner:
             b.graph.unique_name(f"{b.name_base}/const" if b.name_base else "const")
             return value
-    value = op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+    # Each constant op holds its own array: a later pass may edit it in place.
+    value = op(b, "tosa.const", [], TensorType(converted.shape, element),
+               values=converted.copy())
     known[key] = (value, len(ops) - 1)
     return value
 
@@ -187,9 +217,23 @@ def signless(scalar: ScalarType) -> ScalarType:
 
 def zero_point(b: Builder, zp: float, element: ElementType) -> Value:
     """A [1]-shaped zero-point (or pad value) constant of `element`'s storage type."""
-    scalar = signless(storage_type(element))
-    value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
-    return const(b, np.array([value], dtype=numpy_dtype(scalar)), scalar)
+    # Integer zero points come again and again; a float (a pad value) may be -0.0,
+    # which a dict would take for 0.0.
+    request = (zp, element) if zp.__class__ is int else None
+    known = _ZERO_POINTS.get(request) if request is not None else None
+    if known is None:
+        scalar = signless(storage_type(element))
+        value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
+        known = np.array([value], dtype=numpy_dtype(scalar)), scalar
+        if request is not None:
+            if len(_ZERO_POINTS) >= _MAX_ONE_VALUE_REQUESTS:
+                _ZERO_POINTS.clear()
+            _ZERO_POINTS[request] = known
+    return const(b, *known)
+
+
+# (integer zero point, element) -> its [1]-shaped array and the element it is stored as
+_ZERO_POINTS: dict[tuple[int, ElementType], tuple[np.ndarray, ScalarType]] = {}
 
 
 # ---------------------------------------------------------------------------
