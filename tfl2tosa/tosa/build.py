@@ -90,6 +90,19 @@ def _check_call(opdef: OpDef, operands: Sequence[Value], results: int,
         raise IRError(f"{opdef.mlir} needs attribute(s) {missing}")
 
 
+# (op name, operand count, result count, attribute names) of calls that passed
+# `_check_call`: whether a call passes depends on nothing else, and patterns make
+# the same few kinds of call again and again.
+_CHECKED_CALLS: set[tuple[Any, ...]] = set()
+
+
+def _check(name: str, operands: Sequence[Value], results: int, attrs: dict[str, Any]) -> None:
+    call = (name, len(operands), results, *attrs)
+    if call not in _CHECKED_CALLS:
+        _check_call(_opdef(name), operands, results, attrs)
+        _CHECKED_CALLS.add(call)
+
+
 def op(b: Builder, name: str, operands: Sequence[Value], result_type: Type, /,
        **attrs: Any) -> Value:
     """Create a single-result TOSA op after checking it against the op table.
@@ -97,14 +110,14 @@ def op(b: Builder, name: str, operands: Sequence[Value], result_type: Type, /,
     The parameters are positional-only so that attributes may be called `name`
     (VARIABLE_READ/WRITE) or `type` (VARIABLE).
     """
-    _check_call(_opdef(name), operands, 1, attrs)
+    _check(name, operands, 1, attrs)
     return b.create(name, list(operands), [result_type], attrs).result
 
 
 def op_results(b: Builder, name: str, operands: Sequence[Value],
                result_types: Sequence[Type], /, **attrs: Any) -> list[Value]:
     """Create a TOSA op with any number of results (FFT2D, COND_IF, ...)."""
-    _check_call(_opdef(name), operands, len(result_types), attrs)
+    _check(name, operands, len(result_types), attrs)
     return b.create(name, list(operands), list(result_types), attrs).results
 
 
@@ -361,6 +374,26 @@ def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(result)
 
 
+# (number, element, rank) -> its [1] * rank array: expressions ask for the same
+# few scalars (0, 1/2, 127, ...) over and over. Bounded for long-lived processes.
+_SCALAR_ARRAYS: dict[tuple[Any, ...], np.ndarray] = {}
+
+
+def _scalar_array(value: float | bool, elem: ElementType, rank: int) -> np.ndarray:
+    # A float zero is made afresh: a dict takes -0.0 for 0.0.
+    plain = value.__class__ in (int, bool) or (value.__class__ is float and value != 0)
+    key = (value.__class__, value, elem, rank) if plain else None
+    array = _SCALAR_ARRAYS.get(key) if plain else None
+    if array is None:
+        array = np.full((1,) * rank, value, dtype=numpy_dtype(elem))
+        if plain:
+            if len(_SCALAR_ARRAYS) >= _MAX_ONE_VALUE_REQUESTS:
+                _SCALAR_ARRAYS.clear()
+            array.flags.writeable = False
+            _SCALAR_ARRAYS[key] = array
+    return array
+
+
 # Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
 # splits a value into two halves whose products are exact (Dekker 1971).
 _SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
@@ -394,7 +427,7 @@ class Elementwise:
 
     def const(self, value: float | bool, elem: ElementType) -> Value:
         """A scalar constant of `elem`, shaped [1] * rank."""
-        return const(self.rw, np.full((1,) * self.rank, value, dtype=numpy_dtype(elem)), elem)
+        return const(self.rw, _scalar_array(value, elem, self.rank), elem)
 
     def like(self, value: float | bool, other: Value) -> Value:
         """A scalar constant of `other`'s element type."""
@@ -416,8 +449,18 @@ class Elementwise:
 
     def _type(self, values: Sequence[Value], elem: ElementType | None = None) -> TensorType:
         types = [_tensor_type(v) for v in values]
-        shape = broadcast_shape(*(t.shape for t in types))
-        return TensorType(shape, types[0].element if elem is None else elem)
+        element = types[0].element if elem is None else elem
+        # Most operands have the result's shape or are [1] * rank constants, whose
+        # broadcast is the other shape: no need to work it out dimension by dimension.
+        ones = (1,) * self.rank
+        shapes = {t.shape for t in types} - {ones} or {ones}
+        if len(shapes) == 1:
+            shape = shapes.pop()
+            if shape is not None and len(shape) == self.rank:
+                first = types[0]
+                return first if first.shape == shape and first.element == element \
+                    else TensorType(shape, element)
+        return TensorType(broadcast_shape(*(t.shape for t in types)), element)
 
     def binary(self, name: str, a: Value, b: Value | float, elem: ElementType | None = None,
                **attrs: object) -> Value:
