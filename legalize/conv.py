@@ -627,7 +627,8 @@ def _channel_scales(op: Op, x: UniformQuantized, out: UniformQuantized,
     scales = weight_scales(weights.element, channels)
     if isinstance(scales, Failure):
         return Failure(f"{op.name}: {scales.reason}")
-    return [x.scale * s / out.scale for s in scales]
+    # Elementwise in double, the same IEEE products and quotients.
+    return (x.scale * np.asarray(scales, dtype=np.float64) / out.scale).tolist()
 
 
 def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType,

@@ -49,19 +49,37 @@ class LegalizeResult:
         return self.by_path("unsupported")
 
 
-def element_signature(op: Op) -> str:
-    def elem(t: object) -> str:
-        if not isinstance(t, TensorType):
-            return str(t)
-        q = t.element
-        if isinstance(q, UniformQuantizedPerAxis):
-            # One scale per channel would swamp a one-line error message.
-            return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
-                    f"{{{len(q.scales)} scales}}>")
-        return str(q)
+def _element_text(t: object) -> str:
+    if not isinstance(t, TensorType):
+        return str(t)
+    q = t.element
+    known = _ELEMENT_TEXTS.get(id(q))
+    if known is not None and known[0] is q:
+        return known[1]
+    if isinstance(q, UniformQuantizedPerAxis):
+        # One scale per channel would swamp a one-line error message.
+        text = (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
+                f"{{{len(q.scales)} scales}}>")
+    else:
+        text = str(q)
+    if len(_ELEMENT_TEXTS) >= _MAX_ELEMENT_TEXTS:
+        _ELEMENT_TEXTS.clear()
+    _ELEMENT_TEXTS[id(q)] = q, text
+    return text
 
-    ins = ",".join(elem(v.type) for v in op.operands)
-    outs = ",".join(elem(v.type) for v in op.results)
+
+# id of an element type -> (the type, its text in `element_signature`): each value
+# of a model is spelt again by every op that reads it. By identity, as hashing a
+# per-axis type hashes all its scales; the entry holds the type, so its id is not
+# reused while the entry lives. Bounded, as a long-lived process converts model
+# after model.
+_ELEMENT_TEXTS: dict[int, tuple[object, str]] = {}
+_MAX_ELEMENT_TEXTS = 4096
+
+
+def element_signature(op: Op) -> str:
+    ins = ",".join([_element_text(v.type) for v in op.operands])
+    outs = ",".join([_element_text(v.type) for v in op.results])
     return f"{ins} -> {outs}"
 
 

@@ -149,7 +149,13 @@ def _converted(values: np.ndarray, element: ElementType | None
     dtype = numpy_dtype(element)
     if values.dtype != dtype:
         converted = values.astype(dtype)
-        if dtype.kind in "iub" and not np.array_equal(converted.astype(values.dtype), values):
+        if dtype.kind == values.dtype.kind == "i":
+            # Between signed integers a comparison is exact, as the round trip is.
+            fits = bool((converted == values).all())
+        else:
+            fits = dtype.kind not in "iub" or np.array_equal(converted.astype(values.dtype),
+                                                             values)
+        if not fits:
             raise IRError(f"constant values do not fit {element}")
         values = converted
     scalar = storage_type(element)
