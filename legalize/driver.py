@@ -53,27 +53,22 @@ def _element_text(t: object) -> str:
     if not isinstance(t, TensorType):
         return str(t)
     q = t.element
-    known = _ELEMENT_TEXTS.get(id(q))
-    if known is not None and known[0] is q:
-        return known[1]
     if isinstance(q, UniformQuantizedPerAxis):
         # One scale per channel would swamp a one-line error message.
-        text = (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
+        return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
                 f"{{{len(q.scales)} scales}}>")
-    else:
-        text = str(q)
-    if len(_ELEMENT_TEXTS) >= _MAX_ELEMENT_TEXTS:
-        _ELEMENT_TEXTS.clear()
-    _ELEMENT_TEXTS[id(q)] = q, text
+    text = _ELEMENT_TEXTS.get(q)
+    if text is None:
+        if len(_ELEMENT_TEXTS) >= _MAX_ELEMENT_TEXTS:
+            _ELEMENT_TEXTS.clear()
+        text = _ELEMENT_TEXTS[q] = str(q)
     return text
 
 
-# id of an element type -> (the type, its text in `element_signature`): each value
-# of a model is spelt again by every op that reads it. By identity, as hashing a
-# per-axis type hashes all its scales; the entry holds the type, so its id is not
-# reused while the entry lives. Bounded, as a long-lived process converts model
-# after model.
-_ELEMENT_TEXTS: dict[int, tuple[object, str]] = {}
+# element type -> its text: a model's values share a few types, and spelling a
+# quantized one formats its scale. Bounded, as a long-lived process converts
+# model after model.
+_ELEMENT_TEXTS: dict[object, str] = {}
 _MAX_ELEMENT_TEXTS = 4096
 
 
@@ -216,10 +211,13 @@ def _int4_refusal(op: Op) -> str | None:
 def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
               disabled: frozenset[str]) -> OpOutcome:
     quantized = is_quantized_op(op)
-    types = element_signature(op)
+    # A lowered constant's outcome is not kept (_legalize_graph): its types are
+    # spelt only if it is refused.
+    types = element_signature(op) if op.name != "tfl.pseudo_const" else ""
     refusal = _int4_refusal(op)
     if refusal is not None:
-        return OpOutcome(op.name, op.loc, types, "unsupported", "", refusal)
+        return OpOutcome(op.name, op.loc, types or element_signature(op), "unsupported", "",
+                         refusal)
     weights = quantized_weights(op) if quantized else None
     reasons: list[str] = []
     for entry in patterns_for(op_key(op), disabled):
@@ -255,4 +253,5 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             replace_op(graph, op, values)
             return OpOutcome(op.name, op.loc, types, "fallback", label, "; ".join(reasons),
                              form)
-    return OpOutcome(op.name, op.loc, types, "unsupported", "", "; ".join(reasons))
+    return OpOutcome(op.name, op.loc, types or element_signature(op), "unsupported", "",
+                     "; ".join(reasons))
