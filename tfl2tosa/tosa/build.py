@@ -133,7 +133,7 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     """
     values = np.asarray(array)
     if values.size == 1:
-        return _one_value_const(b, values, element)
+        return _one_value_const(b, *_one_value(values, element))
     values, element = _converted(values, element)
     return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
 
@@ -169,32 +169,47 @@ def _converted(values: np.ndarray, element: ElementType | None
 # graph -> (the op list being built, one-value constant key -> (value, index in it))
 _ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+# A one-value constant: its key in _ONE_VALUE_CONSTS, its converted array, its element.
+OneValue = tuple[tuple[Any, ...], np.ndarray, ElementType]
+
 # A one-value constant as asked for (shape, dtype and bytes of the array given,
-# and the element) -> (its key in _ONE_VALUE_CONSTS, its converted array, its
-# element): the same request always converts and checks the same way, so a
-# repeat skips both. Bounded, as a long-lived process converts model after model.
-_ONE_VALUE_REQUESTS: dict[tuple, tuple[tuple, np.ndarray, ElementType]] = {}
+# and the element) -> what it becomes: the same request always converts and
+# checks the same way, so a repeat skips both. Bounded, as a long-lived process
+# converts model after model.
+_ONE_VALUE_REQUESTS: dict[tuple[Any, ...], OneValue] = {}
 _MAX_ONE_VALUE_REQUESTS = 4096
 
 
-def _one_value_const(b: Builder, values: np.ndarray, element: ElementType | None) -> Value:
+def _one_value(values: np.ndarray, element: ElementType | None) -> OneValue:
+    """The one-value constant `values` of `element` make, after `_converted`'s checks."""
+    # Only numbers' bytes say what they are (an object array's are pointers).
+    request = ((values.shape, values.dtype.str, values.tobytes(), element)
+               if values.dtype.kind in "biufc" else None)
+    known = _ONE_VALUE_REQUESTS.get(request) if request is not None else None
+    if known is None:
+        converted, element = _converted(values, element)
+        if converted is values:  # the caller's array: kept, it must not change
+            converted = values.copy()
+        converted.flags.writeable = False
+        key = (converted.shape, converted.dtype.str, converted.tobytes(), str(element))
+        known = key, converted, element
+        if request is not None:
+            _remember(_ONE_VALUE_REQUESTS, request, known)
+    return known
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MAX_ONE_VALUE_REQUESTS:
+        memo.clear()
+    memo[key] = value
+
+
+def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
+                     element: ElementType) -> Value:
     """A one-value constant, made once per graph and op list: patterns ask for the
     same zero points, multipliers and shifts op after op, and CSE would merge the
     copies into the first anyway. The name a copy would have taken is still used
     up, so every other value keeps its name."""
-    # Only numbers' bytes say what they are (an object array's are pointers).
-    request = ((values.shape, values.dtype.str, values.tobytes(), element)
-               if values.dtype.kind in "biufc" else None)
-    known_request = _ONE_VALUE_REQUESTS.get(request) if request is not None else None
-    if known_request is None:
-        converted, element = _converted(values, element)
-        key = (converted.shape, converted.dtype.str, converted.tobytes(), str(element))
-        if request is not None:
-            if len(_ONE_VALUE_REQUESTS) >= _MAX_ONE_VALUE_REQUESTS:
-                _ONE_VALUE_REQUESTS.clear()
-            _ONE_VALUE_REQUESTS[request] = key, converted, element
-    else:
-        key, converted, element = known_request
     cache = _ONE_VALUE_CONSTS.get(b.graph)
     if cache is None or cache[0] is not b.ops:
         cache = _ONE_VALUE_CONSTS[b.graph] = (b.ops, {})
@@ -243,16 +258,14 @@ def zero_point(b: Builder, zp: float, element: ElementType) -> Value:
     if known is None:
         scalar = signless(storage_type(element))
         value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
-        known = np.array([value], dtype=numpy_dtype(scalar)), scalar
+        known = _one_value(np.array([value], dtype=numpy_dtype(scalar)), scalar)
         if request is not None:
-            if len(_ZERO_POINTS) >= _MAX_ONE_VALUE_REQUESTS:
-                _ZERO_POINTS.clear()
-            _ZERO_POINTS[request] = known
-    return const(b, *known)
+            _remember(_ZERO_POINTS, request, known)
+    return _one_value_const(b, *known)
 
 
-# (integer zero point, element) -> its [1]-shaped array and the element it is stored as
-_ZERO_POINTS: dict[tuple[int, ElementType], tuple[np.ndarray, ScalarType]] = {}
+# (integer zero point, element) -> the one-value constant it is
+_ZERO_POINTS: dict[tuple[int, ElementType], OneValue] = {}
 
 
 # ---------------------------------------------------------------------------
@@ -380,24 +393,21 @@ def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(result)
 
 
-# (number, element, rank) -> its [1] * rank array: expressions ask for the same
-# few scalars (0, 1/2, 127, ...) over and over. Bounded for long-lived processes.
-_SCALAR_ARRAYS: dict[tuple[Any, ...], np.ndarray] = {}
+# (number, element, rank) -> the [1] * rank constant it is: expressions ask for
+# the same few scalars (0, 1/2, 127, ...) over and over.
+_SCALARS: dict[tuple[Any, ...], OneValue] = {}
 
 
-def _scalar_array(value: float | bool, elem: ElementType, rank: int) -> np.ndarray:
+def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
     # A float zero is made afresh: a dict takes -0.0 for 0.0.
     plain = value.__class__ in (int, bool) or (value.__class__ is float and value != 0)
-    key = (value.__class__, value, elem, rank) if plain else None
-    array = _SCALAR_ARRAYS.get(key) if plain else None
-    if array is None:
-        array = np.full((1,) * rank, value, dtype=numpy_dtype(elem))
+    request = (value.__class__, value, elem, rank) if plain else None
+    known = _SCALARS.get(request) if plain else None
+    if known is None:
+        known = _one_value(np.full((1,) * rank, value, dtype=numpy_dtype(elem)), elem)
         if plain:
-            if len(_SCALAR_ARRAYS) >= _MAX_ONE_VALUE_REQUESTS:
-                _SCALAR_ARRAYS.clear()
-            array.flags.writeable = False
-            _SCALAR_ARRAYS[key] = array
-    return array
+            _remember(_SCALARS, request, known)
+    return known
 
 
 # Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
@@ -417,6 +427,7 @@ class Elementwise:
     def __init__(self, rw: Builder, rank: int) -> None:
         self.rw = rw
         self.rank = rank
+        self._ones = (1,) * rank
         self._splits: dict[int, tuple[Value, Value]] = {}
 
     # -- operands and constants
@@ -433,7 +444,7 @@ class Elementwise:
 
     def const(self, value: float | bool, elem: ElementType) -> Value:
         """A scalar constant of `elem`, shaped [1] * rank."""
-        return const(self.rw, _scalar_array(value, elem, self.rank), elem)
+        return _one_value_const(self.rw, *_scalar(value, elem, self.rank))
 
     def like(self, value: float | bool, other: Value) -> Value:
         """A scalar constant of `other`'s element type."""
@@ -454,19 +465,22 @@ class Elementwise:
     # -- generic ops
 
     def _type(self, values: Sequence[Value], elem: ElementType | None = None) -> TensorType:
-        types = [_tensor_type(v) for v in values]
-        element = types[0].element if elem is None else elem
+        first = _tensor_type(values[0])
+        element = first.element if elem is None else elem
         # Most operands have the result's shape or are [1] * rank constants, whose
         # broadcast is the other shape: no need to work it out dimension by dimension.
-        ones = (1,) * self.rank
-        shapes = {t.shape for t in types} - {ones} or {ones}
-        if len(shapes) == 1:
-            shape = shapes.pop()
-            if shape is not None and len(shape) == self.rank:
-                first = types[0]
-                return first if first.shape == shape and first.element == element \
-                    else TensorType(shape, element)
-        return TensorType(broadcast_shape(*(t.shape for t in types)), element)
+        ones = self._ones
+        shape = first.shape
+        for value in values[1:]:
+            other = _tensor_type(value).shape
+            if other != shape and other != ones:
+                shape = other if shape == ones else None
+                if shape is None:
+                    break
+        if shape is not None and len(shape) == self.rank:
+            return first if first.shape == shape and first.element == element \
+                else TensorType(shape, element)
+        return TensorType(broadcast_shape(*(_tensor_type(v).shape for v in values)), element)
 
     def binary(self, name: str, a: Value, b: Value | float, elem: ElementType | None = None,
                **attrs: object) -> Value:
