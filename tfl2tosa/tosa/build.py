@@ -398,6 +398,12 @@ def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
 _SCALARS: dict[tuple[Any, ...], OneValue] = {}
 
 
+def scalar(b: Builder, value: float | bool, elem: ElementType, rank: int) -> Value:
+    """A constant of `elem` holding `value`, shaped [1] * rank (TOSA's elementwise
+    ops broadcast only size-1 dims of operands of equal rank)."""
+    return _one_value_const(b, *_scalar(value, elem, rank))
+
+
 def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
     # A float zero is made afresh: a dict takes -0.0 for 0.0.
     plain = value.__class__ in (int, bool) or (value.__class__ is float and value != 0)
@@ -444,7 +450,7 @@ class Elementwise:
 
     def const(self, value: float | bool, elem: ElementType) -> Value:
         """A scalar constant of `elem`, shaped [1] * rank."""
-        return _one_value_const(self.rw, *_scalar(value, elem, self.rank))
+        return scalar(self.rw, value, elem, self.rank)
 
     def like(self, value: float | bool, other: Value) -> Value:
         """A scalar constant of `other`'s element type."""
