@@ -359,7 +359,8 @@ def _tensor(value: Value) -> TensorType:
     return value.type
 
 
-def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float], out: ElementType, *,
+def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
+            out: ElementType, *,
             input_zp: int | None = None, output_zp: int | None = None,
             rounding: str = DOUBLE_ROUND) -> Value:
     """RESCALE `x` by `scale` (one, or one per channel of the last dim) to element `out`.
@@ -443,19 +444,19 @@ def rescale_to_i32(rw: Rewriter, x: Value, scale: float = 1.0, input_zp: int | N
     return rescale(rw, x, scale, i32, input_zp=input_zp, output_zp=0, rounding=rounding)
 
 
-def rescale_from_i32(rw: Rewriter, x: Value, scale: float | Sequence[float],
+def rescale_from_i32(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
                      output_type: ElementType, rounding: str) -> Value:
     """`x * scale + zp(output_type)` saturated to `output_type` (x is i32 or i48)."""
     return rescale(rw, x, scale, output_type, input_zp=0, rounding=rounding)
 
 
-def rescale_per_channel(rw: Rewriter, x: Value, scales: Sequence[float],
+def rescale_per_channel(rw: Rewriter, x: Value, scales: Sequence[float] | np.ndarray,
                         output_type: ElementType, rounding: str) -> Value:
     """rescale_from_i32 with one scale per channel of the last dimension.
 
     A single scale stays per-tensor (per_channel = false).
     """
-    return rescale_from_i32(rw, x, list(scales), output_type, rounding)
+    return rescale_from_i32(rw, x, scales, output_type, rounding)
 
 
 # ---------------------------------------------------------------------------
