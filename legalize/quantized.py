@@ -65,8 +65,8 @@ def dequantized_values(array: np.ndarray, element: ElementType) -> np.ndarray:
     Blockwise scales are read by XNNPACK only (TFLite's builtin kernels
     ignore them); the same formula applies per block.
     """
-    # A copy, scaled in place: the same operations without a temporary per step
-    # (weights run to millions of values); a zero point of 0 leaves q as it is.
+    # A copy, scaled in place: the same operations without a temporary array per
+    # step (weight tensors can be large); a zero point of 0 leaves q as it is.
     q = np.array(array, dtype=np.float64)
     if isinstance(element, UniformQuantized):
         if element.zero_point:
