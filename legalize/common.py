@@ -15,7 +15,6 @@ from tfl2tosa.ir.types import (
     TensorType,
     UniformQuantized,
     is_quantized,
-    numpy_dtype,
     storage_type,
 )
 from tfl2tosa.tosa import build
@@ -55,7 +54,7 @@ def scalar(rw: Rewriter, value: float | bool, elem: ElementType, rank: int) -> V
     TOSA 1.0's elementwise ops require operands of equal rank and broadcast
     only size-1 dims, so a scalar operand needs a size-1 dim on every axis.
     """
-    return build.const(rw, np.full((1,) * rank, value, dtype=numpy_dtype(elem)), elem)
+    return build.scalar(rw, value, elem, rank)
 
 
 def rank_aligned_shape(shape: Sequence[int], rank: int) -> tuple[int, ...]:

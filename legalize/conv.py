@@ -622,12 +622,13 @@ def weight_storage(value: Value, weights: TensorType, x: UniformQuantized) -> Sc
 
 
 def _channel_scales(op: Op, x: UniformQuantized, out: UniformQuantized,
-                    weights: TensorType, channels: int) -> list[float] | Failure:
-    """`s_in * s_w[c] / s_out` per output channel, in double as TFLite computes it."""
+                    weights: TensorType, channels: int) -> np.ndarray | Failure:
+    """`s_in * s_w[c] / s_out` per output channel, in double as TFLite computes it
+    (numpy's float64 products and quotients are IEEE's, element by element)."""
     scales = weight_scales(weights.element, channels)
     if isinstance(scales, Failure):
         return Failure(f"{op.name}: {scales.reason}")
-    return [x.scale * s / out.scale for s in scales]
+    return x.scale * np.asarray(scales, dtype=np.float64) / out.scale
 
 
 def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType,
@@ -643,7 +644,7 @@ def _zero_points(rw: Rewriter, x: UniformQuantized, weights: TensorType,
 def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: Value,
                filter_shape: tuple[int, ...] | None, acc_shape: tuple[int, ...],
                bias_index: int = 2, filter_perm: tuple[int, ...] | None = None,
-               **attrs: object) -> tuple[Value, list[float]] | Failure:
+               **attrs: object) -> tuple[Value, np.ndarray] | Failure:
     """The convolution `tosa_name` of `x` with op's weights (operand 1, transposed
     by `filter_perm` and reshaped to `filter_shape`), bias and zero points into the
     accumulator, and the per-channel scales that take the accumulator to the output."""
@@ -665,7 +666,7 @@ def accumulate(rw: Rewriter, op: Op, operands: ConvOperands, tosa_name: str, x: 
     return acc, scales
 
 
-def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: list[float],
+def scaled_output(rw: Rewriter, op: Op, acc: Value, scales: Sequence[float] | np.ndarray,
                    out: UniformQuantized, rounding: str | None = None) -> list[Value] | Failure:
     """RESCALE the accumulator per channel (with op's rounding_mode unless `rounding`
     is given), then the fused activation's CLAMP."""
@@ -757,7 +758,9 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
         return Failure(f"{op.name}: 16x8 with run-time weights or bias (the int64 "
                        "accumulator's range is unknown)")
     inputs = 32768 + abs(q_in.zero_point)
-    sums = np.abs(np.asarray(weights, dtype=np.int64)).sum(axis=1) * inputs + \
+    # |w| of 8- or 16-bit weights fits int32, half the memory of int64 to go through.
+    wide = np.int32 if weights.dtype.itemsize <= 2 else np.int64
+    sums = np.abs(np.asarray(weights, dtype=wide)).sum(axis=1, dtype=np.int64) * inputs + \
         np.abs(np.asarray(bias, dtype=np.int64).reshape(-1))
     if int(sums.max(initial=0)) >= 1 << 31:
         return Failure(f"{op.name}: the int64 accumulator may reach {int(sums.max())}, "
@@ -795,7 +798,7 @@ def _optimized_scale(x: UniformQuantized, weights: UniformQuantized,
     return float(product) / float(np.float32(out.scale))
 
 
-def _tie_masks(scales: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
+def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Per channel, (mask, half) such that `acc * scale` is a tie exactly when
     `acc & mask == half`, or (0, 1), which no accumulator meets, for a channel
     without ties; None when no channel has them.
@@ -805,7 +808,7 @@ def _tie_masks(scales: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
     holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
     and at most 1 (see _ties_away_from_zero)."""
     masks, halves = [], []
-    for scale in scales:
+    for scale in np.asarray(scales, dtype=np.float64).tolist():
         ratio = Fraction(scale)
         exponent = ratio.denominator.bit_length() - 1
         exact = 0 < scale <= 1 and 1 <= exponent <= 31 and \
@@ -822,7 +825,8 @@ def _multiplier_ratio(scale: float) -> tuple[int, int]:
     return multiplier, 1 << shift
 
 
-def _ties_away_from_zero(rw: Rewriter, acc: Value, scales: list[float]) -> Value:
+def _ties_away_from_zero(rw: Rewriter, acc: Value, scales: Sequence[float] | np.ndarray
+                         ) -> Value:
     """`acc - 1` where `acc * scale` is a negative tie, so that the RESCALE, which
     rounds ties up, gives what TFLite's reference FULLY_CONNECTED gives,
     `std::round(acc * scale)`, away from zero: `k + 1/2 - scale` rounds to k for

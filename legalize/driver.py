@@ -49,19 +49,32 @@ class LegalizeResult:
         return self.by_path("unsupported")
 
 
-def element_signature(op: Op) -> str:
-    def elem(t: object) -> str:
-        if not isinstance(t, TensorType):
-            return str(t)
-        q = t.element
-        if isinstance(q, UniformQuantizedPerAxis):
-            # One scale per channel would swamp a one-line error message.
-            return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
-                    f"{{{len(q.scales)} scales}}>")
-        return str(q)
+def _element_text(t: object) -> str:
+    if not isinstance(t, TensorType):
+        return str(t)
+    q = t.element
+    if isinstance(q, UniformQuantizedPerAxis):
+        # One scale per channel would swamp a one-line error message.
+        return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
+                f"{{{len(q.scales)} scales}}>")
+    text = _ELEMENT_TEXTS.get(q)
+    if text is None:
+        if len(_ELEMENT_TEXTS) >= _MAX_ELEMENT_TEXTS:
+            _ELEMENT_TEXTS.clear()
+        text = _ELEMENT_TEXTS[q] = str(q)
+    return text
 
-    ins = ",".join(elem(v.type) for v in op.operands)
-    outs = ",".join(elem(v.type) for v in op.results)
+
+# element type -> its text: a model's values share a few types, and spelling a
+# quantized one formats its scale. Bounded, as a long-lived process converts
+# model after model.
+_ELEMENT_TEXTS: dict[object, str] = {}
+_MAX_ELEMENT_TEXTS = 4096
+
+
+def element_signature(op: Op) -> str:
+    ins = ",".join([_element_text(v.type) for v in op.operands])
+    outs = ",".join([_element_text(v.type) for v in op.results])
     return f"{ins} -> {outs}"
 
 
@@ -198,10 +211,13 @@ def _int4_refusal(op: Op) -> str | None:
 def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
               disabled: frozenset[str]) -> OpOutcome:
     quantized = is_quantized_op(op)
-    types = element_signature(op)
+    # A lowered constant's outcome is not kept (_legalize_graph): its types are
+    # spelt only if it is refused.
+    types = element_signature(op) if op.name != "tfl.pseudo_const" else ""
     refusal = _int4_refusal(op)
     if refusal is not None:
-        return OpOutcome(op.name, op.loc, types, "unsupported", "", refusal)
+        return OpOutcome(op.name, op.loc, types or element_signature(op), "unsupported", "",
+                         refusal)
     weights = quantized_weights(op) if quantized else None
     reasons: list[str] = []
     for entry in patterns_for(op_key(op), disabled):
@@ -237,4 +253,5 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             replace_op(graph, op, values)
             return OpOutcome(op.name, op.loc, types, "fallback", label, "; ".join(reasons),
                              form)
-    return OpOutcome(op.name, op.loc, types, "unsupported", "", "; ".join(reasons))
+    return OpOutcome(op.name, op.loc, types or element_signature(op), "unsupported", "",
+                     "; ".join(reasons))

@@ -65,23 +65,31 @@ def dequantized_values(array: np.ndarray, element: ElementType) -> np.ndarray:
     Blockwise scales are read by XNNPACK only (TFLite's builtin kernels
     ignore them); the same formula applies per block.
     """
-    q = np.asarray(array, dtype=np.float64)
+    # A copy, scaled in place: the same operations without a temporary array per
+    # step (weight tensors can be large); a zero point of 0 leaves q as it is.
+    q = np.array(array, dtype=np.float64)
     if isinstance(element, UniformQuantized):
-        return (np.float64(element.scale) * (q - element.zero_point)).astype(np.float32)
+        if element.zero_point:
+            q -= element.zero_point
+        q *= np.float64(element.scale)
+        return q.astype(np.float32)
     if isinstance(element, UniformQuantizedBlockwise):
         # Each scale and zero point covers `block_size` consecutive values of a row.
         scales, zero_points = (
             np.repeat(np.asarray(v, dtype=np.float64).reshape(element.scales_shape),
                       element.block_size, axis=-1)
             for v in (element.scales, element.zero_points))
-        return (scales * (q - zero_points)).astype(np.float32)
-    if not isinstance(element, UniformQuantizedPerAxis):
+    elif isinstance(element, UniformQuantizedPerAxis):
+        shape = [1] * q.ndim
+        shape[element.axis] = len(element.scales)
+        scales = np.asarray(element.scales, dtype=np.float64).reshape(shape)
+        zero_points = np.asarray(element.zero_points, dtype=np.float64).reshape(shape)
+    else:
         raise TypeError(f"{element} is not a quantized type")
-    shape = [1] * q.ndim
-    shape[element.axis] = len(element.scales)
-    scales = np.asarray(element.scales, dtype=np.float64).reshape(shape)
-    zero_points = np.asarray(element.zero_points, dtype=np.float64).reshape(shape)
-    return (scales * (q - zero_points)).astype(np.float32)
+    if any(element.zero_points):
+        q -= zero_points
+    q *= scales
+    return q.astype(np.float32)
 
 
 class UnsupportedScale(ConversionError):
@@ -209,7 +217,7 @@ def quantize_multiplier_16(scale: float) -> tuple[int, int]:
 def quantize_multipliers(scales: Sequence[float] | np.ndarray,
                          scale32: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """quantize_multiplier (or quantize_multiplier_16 when not `scale32`) of
-    every scale at once, as two int64 arrays (multipliers, shifts).
+    every scale at once, as two read-only int64 arrays (multipliers, shifts).
 
     Per-channel RESCALEs have one scale per output channel; this computes the
     same integers as the scalar definitions, element by element, with numpy:
@@ -217,6 +225,26 @@ def quantize_multipliers(scales: Sequence[float] | np.ndarray,
     fractional part as the scalar `_mantissa_exponent` does.
     """
     values = np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    key = (values.shape, values.tobytes(), scale32)
+    known = _QUANTIZED_MULTIPLIERS.get(key)
+    if known is None:
+        known = _quantize_multipliers(values, scale32)
+        for array in known:
+            array.flags.writeable = False  # handed out again
+        if len(_QUANTIZED_MULTIPLIERS) >= _MAX_QUANTIZED_MULTIPLIERS:
+            _QUANTIZED_MULTIPLIERS.clear()
+        _QUANTIZED_MULTIPLIERS[key] = known
+    return known
+
+
+# (shape, bytes of the float64 scales, scale32) -> (multipliers, shifts): a model
+# asks for the same scales op after op (unit widenings, ADD's input scales, layers
+# that share their quantization). Bounded for processes that convert many models.
+_QUANTIZED_MULTIPLIERS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_MAX_QUANTIZED_MULTIPLIERS = 4096
+
+
+def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
     bad = ~(np.isfinite(values) & (values >= 0))
     if bad.any():
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
@@ -331,7 +359,8 @@ def _tensor(value: Value) -> TensorType:
     return value.type
 
 
-def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float], out: ElementType, *,
+def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
+            out: ElementType, *,
             input_zp: int | None = None, output_zp: int | None = None,
             rounding: str = DOUBLE_ROUND) -> Value:
     """RESCALE `x` by `scale` (one, or one per channel of the last dim) to element `out`.
@@ -415,19 +444,19 @@ def rescale_to_i32(rw: Rewriter, x: Value, scale: float = 1.0, input_zp: int | N
     return rescale(rw, x, scale, i32, input_zp=input_zp, output_zp=0, rounding=rounding)
 
 
-def rescale_from_i32(rw: Rewriter, x: Value, scale: float | Sequence[float],
+def rescale_from_i32(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
                      output_type: ElementType, rounding: str) -> Value:
     """`x * scale + zp(output_type)` saturated to `output_type` (x is i32 or i48)."""
     return rescale(rw, x, scale, output_type, input_zp=0, rounding=rounding)
 
 
-def rescale_per_channel(rw: Rewriter, x: Value, scales: Sequence[float],
+def rescale_per_channel(rw: Rewriter, x: Value, scales: Sequence[float] | np.ndarray,
                         output_type: ElementType, rounding: str) -> Value:
     """rescale_from_i32 with one scale per channel of the last dimension.
 
     A single scale stays per-tensor (per_channel = false).
     """
-    return rescale_from_i32(rw, x, list(scales), output_type, rounding)
+    return rescale_from_i32(rw, x, scales, output_type, rounding)
 
 
 # ---------------------------------------------------------------------------

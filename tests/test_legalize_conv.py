@@ -556,3 +556,29 @@ def test_hybrid_gap_is_activation_quantization(case: OneOp, tmp_path: Path) -> N
     gap = np.abs(ours.astype(np.float64) - theirs)
     assert np.all(gap <= bound), f"gap {gap.max()} exceeds the quantization bound"
     assert gap.max() > 0
+
+
+@pytest.mark.parametrize("dtype,value,fits", [
+    (np.int32, (1 << 31) - 1, True),     # an int32 bias always fits an i32 accumulator
+    (np.int64, (1 << 31) - 1, True),
+    (np.int64, 1 << 31, False),          # TFLite's int64 bias beyond int32
+], ids=["int32_max", "int64_in_range", "int64_too_wide"])
+def test_constant_bias_must_fit_the_accumulator(dtype, value, fits) -> None:
+    from legalize.integer.support import accumulator_bias
+    from tfl2tosa.ir.core import Graph, Op
+    from tfl2tosa.ir.rewrite import Failure, Rewriter
+    from tfl2tosa.ir.types import TensorType, i32, i64
+
+    graph = Graph("main")
+    stored = TensorType((2,), i32 if dtype is np.int32 else i64)
+    bias = graph.append(Op("tfl.pseudo_const", [], [stored],
+                           {"value": np.array([value, -5], dtype=dtype)})).result
+    op = Op("tfl.conv_2d", [graph.add_input("x", TensorType((1, 2), i32)),
+                            graph.add_input("w", TensorType((1, 2), i32)), bias],
+            [TensorType((1, 2), i32)])
+    made = accumulator_bias(Rewriter(graph, [], op), op, 2, 2, i32)
+    if fits:
+        assert made.owner.attrs["values"].tolist() == [value, -5]
+        assert made.owner.attrs["values"].dtype == np.int32
+    else:
+        assert isinstance(made, Failure) and "bias values do not fit i32" in made.reason

@@ -79,3 +79,20 @@ def test_only_a_float_pattern_declares_weights() -> None:
         pattern("tfl.fully_connected", kind="integer", weights=(1,))
     with pytest.raises(ValueError, match="kind"):
         pattern("tfl.fully_connected", kind="int8")
+
+
+def test_element_signature_spells_each_type_and_shortens_per_axis_scales() -> None:
+    """The report's `types`: per-tensor types in full, a per-axis type by its
+    count of scales; the same text however often a type is spelt."""
+    from legalize.driver import element_signature
+    from tfl2tosa.ir.types import UniformQuantizedPerAxis
+
+    graph = Graph("main")
+    per_axis = UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.25, 0.125), (0, 0, 0))
+    w = graph.append(Op("tosa.const", [], [TensorType(W, per_axis)],
+                        {"values": np.ones(W, np.int8)})).result
+    x = graph.add_input("x", TensorType(X, Q))
+    op = Op("tfl.fully_connected", [x, w], [TensorType(Y, Q)])
+    expected = ("!quant.uniform<i8:f32, 0.5>,!quant.uniform<i8:f32:0, {3 scales}> -> "
+                "!quant.uniform<i8:f32, 0.5>")
+    assert element_signature(op) == element_signature(op) == expected

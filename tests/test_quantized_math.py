@@ -429,3 +429,15 @@ def test_table_i8_saturates_and_handles_non_finite() -> None:
     assert table[128 + 5] == 127          # exp(5) = 148.4 -> 127
     assert table[128 + 127] == -128       # exp(127) = inf
     assert table[0] == 0                  # exp(-128) = 0
+
+
+def test_quantize_multipliers_hands_out_arrays_no_caller_can_change() -> None:
+    """Results are kept per distinct scales and handed out again, so a caller
+    that wrote into one would change every later RESCALE with those scales."""
+    multipliers, shifts = quantize_multipliers([0.25, 0.5])
+    again = quantize_multipliers(np.array([0.25, 0.5]))
+    assert again[0].tolist() == multipliers.tolist() == [1 << 30, 1 << 30]
+    assert again[1].tolist() == shifts.tolist() == [32, 31]
+    for array in (multipliers, shifts):
+        with pytest.raises(ValueError):
+            array[0] = 0

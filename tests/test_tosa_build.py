@@ -12,7 +12,7 @@ import pytest
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir import Builder, Graph, Module, ShapeType, TensorType, UniformQuantized
-from tfl2tosa.ir.types import bf16, f32, i4, i8, i16, i32, i48
+from tfl2tosa.ir.types import bf16, f32, i1, i4, i8, i16, i32, i48
 from tfl2tosa.tosa import build as tb
 from tfl2tosa.tosa import verify
 
@@ -172,3 +172,37 @@ def test_a_discarded_constant_is_not_handed_out_again(graph, b):
     discard_since(graph.ops, mark)
     again = tb.zero_point(b, 7, i8)
     assert again is not dropped and again.owner in graph.ops
+
+
+def test_a_repeated_one_value_request_is_still_checked_and_kept_apart(graph, b):
+    """A request seen before skips its conversion, never its outcome: values that
+    do not fit still raise, equal values given in another dtype are the same
+    constant, and each graph's constant holds its own array."""
+    for _ in range(2):
+        with pytest.raises(IRError, match="do not fit i8"):
+            tb.const(b, np.array([300], dtype=np.int64), i8)
+    first = tb.const(b, np.array([44], dtype=np.int64), i8)
+    assert tb.const(b, np.array([44], dtype=np.int32), i8) is first
+    other_graph = Graph("other")
+    elsewhere = tb.const(Builder(other_graph), np.array([44], dtype=np.int64), i8)
+    assert elsewhere is not first
+    assert elsewhere.owner.attrs["values"] is not first.owner.attrs["values"]
+    assert first.owner.attrs["values"].dtype == np.int8
+    assert first.owner.attrs["values"].tolist() == [44]
+
+
+def test_elementwise_scalars_keep_their_sign_and_broadcast(graph, b):
+    """Scalars repeat in expressions and are handed out again; -0.0 is a value of
+    its own (its reciprocal is -inf), and a [1, 1] scalar broadcasts to the other
+    operand's shape."""
+    e = tb.Elementwise(b, 2)
+    x = graph.add_input("x", T((2, 3), f32))
+    negative_zero, zero = e.like(-0.0, x), e.like(0.0, x)
+    assert np.signbit(negative_zero.owner.attrs["values"]).all()
+    assert not np.signbit(zero.owner.attrs["values"]).any()
+    assert e.like(0.5, x) is e.like(0.5, x)
+    assert e.add(x, e.like(0.5, x)).type == T((2, 3), f32)
+    assert e.add(e.like(0.5, x), e.like(1.5, x)).type == T((1, 1), f32)
+    assert e.equal(e.like(0.5, x), x).type == T((2, 3), i1)
+    with pytest.raises(IRError, match="do not broadcast"):
+        e.add(x, graph.add_input("y", T((3, 2), f32)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -139,12 +140,15 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
     t = tensor_type(bias)
     if t is None or storage_type(t.element).name not in ("i32", "i64"):
         return Failure(f"{op.name}: bias {bias.name} is not a 32/64-bit integer tensor")
-    if t.shape is None or int(np.prod(t.shape)) != channels:
+    if t.shape is None or math.prod(t.shape) != channels:
         return Failure(f"{op.name}: bias shape {t.shape} for {channels} channels")
     array = constant_value(bias)
     if array is not None:
         values = np.asarray(array, dtype=np.int64).reshape(channels)
-        if values.size and (values.min() < acc.min_value or values.max() > acc.max_value):
+        # A bias whose own type is no wider than the accumulator fits it.
+        wider = array.dtype.kind != "i" or 8 * array.dtype.itemsize > acc.bits
+        if wider and values.size and (values.min() < acc.min_value or
+                                      values.max() > acc.max_value):
             return Failure(f"{op.name}: bias values do not fit {acc}")
         return build.const(rw, np.ascontiguousarray(values, dtype=dtype), acc)
     if storage_type(t.element) != acc and not (acc.bits == 32 and

@@ -90,6 +90,19 @@ def _check_call(opdef: OpDef, operands: Sequence[Value], results: int,
         raise IRError(f"{opdef.mlir} needs attribute(s) {missing}")
 
 
+# (op name, operand count, result count, attribute names) of calls that passed
+# `_check_call`: whether a call passes depends on nothing else, and patterns make
+# the same few kinds of call again and again.
+_CHECKED_CALLS: set[tuple[Any, ...]] = set()
+
+
+def _check(name: str, operands: Sequence[Value], results: int, attrs: dict[str, Any]) -> None:
+    call = (name, len(operands), results, *attrs)
+    if call not in _CHECKED_CALLS:
+        _check_call(_opdef(name), operands, results, attrs)
+        _CHECKED_CALLS.add(call)
+
+
 def op(b: Builder, name: str, operands: Sequence[Value], result_type: Type, /,
        **attrs: Any) -> Value:
     """Create a single-result TOSA op after checking it against the op table.
@@ -97,22 +110,19 @@ def op(b: Builder, name: str, operands: Sequence[Value], result_type: Type, /,
     The parameters are positional-only so that attributes may be called `name`
     (VARIABLE_READ/WRITE) or `type` (VARIABLE).
     """
-    _check_call(_opdef(name), operands, 1, attrs)
+    _check(name, operands, 1, attrs)
     return b.create(name, list(operands), [result_type], attrs).result
 
 
 def op_results(b: Builder, name: str, operands: Sequence[Value],
                result_types: Sequence[Type], /, **attrs: Any) -> list[Value]:
     """Create a TOSA op with any number of results (FFT2D, COND_IF, ...)."""
-    _check_call(_opdef(name), operands, len(result_types), attrs)
+    _check(name, operands, len(result_types), attrs)
     return b.create(name, list(operands), list(result_types), attrs).results
 
 
 # ---------------------------------------------------------------------------
 # Constants
-
-# graph -> (the op list being built, one-value constant key -> (value, index in it))
-_ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
@@ -122,6 +132,16 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     the numpy dtype that holds it; integer values must survive the conversion.
     """
     values = np.asarray(array)
+    if values.size == 1:
+        return _one_value_const(b, *_one_value(values, element))
+    values, element = _converted(values, element)
+    return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+
+
+def _converted(values: np.ndarray, element: ElementType | None
+               ) -> tuple[np.ndarray, ElementType]:
+    """`values` in the numpy dtype of `element` (by default the element of their
+    dtype), after checking that they fit it."""
     if element is None:
         element = _ELEMENT_OF_DTYPE.get(values.dtype.name)
         if element is None:
@@ -129,7 +149,13 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     dtype = numpy_dtype(element)
     if values.dtype != dtype:
         converted = values.astype(dtype)
-        if dtype.kind in "iub" and not np.array_equal(converted.astype(values.dtype), values):
+        if dtype.kind == values.dtype.kind == "i":
+            # Between signed integers a comparison is exact, as the round trip is.
+            fits = bool((converted == values).all())
+        else:
+            fits = dtype.kind not in "iub" or np.array_equal(converted.astype(values.dtype),
+                                                             values)
+        if not fits:
             raise IRError(f"constant values do not fit {element}")
         values = converted
     scalar = storage_type(element)
@@ -137,17 +163,53 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     if narrower and values.size and (values.min() < scalar.min_value
                                      or values.max() > scalar.max_value):
         raise IRError(f"constant values do not fit {scalar}")
-    if values.size == 1:
-        return _one_value_const(b, values, element)
-    return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+    return values, element
 
 
-def _one_value_const(b: Builder, values: np.ndarray, element: ElementType) -> Value:
+# graph -> (the op list being built, one-value constant key -> (value, index in it))
+_ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+# A one-value constant: its key in _ONE_VALUE_CONSTS, its converted array, its element.
+OneValue = tuple[tuple[Any, ...], np.ndarray, ElementType]
+
+# A one-value constant as asked for (shape, dtype and bytes of the array given,
+# and the element) -> what it becomes: the same request always converts and
+# checks the same way, so a repeat skips both. Bounded, as a long-lived process
+# converts model after model.
+_ONE_VALUE_REQUESTS: dict[tuple[Any, ...], OneValue] = {}
+_MAX_ONE_VALUE_REQUESTS = 4096
+
+
+def _one_value(values: np.ndarray, element: ElementType | None) -> OneValue:
+    """The one-value constant `values` of `element` make, after `_converted`'s checks."""
+    # Only numbers' bytes say what they are (an object array's are pointers).
+    request = ((values.shape, values.dtype.str, values.tobytes(), element)
+               if values.dtype.kind in "biufc" else None)
+    known = _ONE_VALUE_REQUESTS.get(request) if request is not None else None
+    if known is None:
+        converted, element = _converted(values, element)
+        if converted is values:  # the caller's array: kept, it must not change
+            converted = values.copy()
+        converted.flags.writeable = False
+        key = (converted.shape, converted.dtype.str, converted.tobytes(), str(element))
+        known = key, converted, element
+        if request is not None:
+            _remember(_ONE_VALUE_REQUESTS, request, known)
+    return known
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _MAX_ONE_VALUE_REQUESTS:
+        memo.clear()
+    memo[key] = value
+
+
+def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
+                     element: ElementType) -> Value:
     """A one-value constant, made once per graph and op list: patterns ask for the
     same zero points, multipliers and shifts op after op, and CSE would merge the
     copies into the first anyway. The name a copy would have taken is still used
     up, so every other value keeps its name."""
-    key = (values.shape, values.dtype.str, values.tobytes(), str(element))
     cache = _ONE_VALUE_CONSTS.get(b.graph)
     if cache is None or cache[0] is not b.ops:
         cache = _ONE_VALUE_CONSTS[b.graph] = (b.ops, {})
@@ -158,7 +220,9 @@ def _one_value_const(b: Builder, values: np.ndarray, element: ElementType) -> Va
         if index < len(ops) and ops[index] is value.owner:
             b.graph.unique_name(f"{b.name_base}/const" if b.name_base else "const")
             return value
-    value = op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+    # Each constant op holds its own array: a later pass may edit it in place.
+    value = op(b, "tosa.const", [], TensorType(converted.shape, element),
+               values=converted.copy())
     known[key] = (value, len(ops) - 1)
     return value
 
@@ -187,9 +251,21 @@ def signless(scalar: ScalarType) -> ScalarType:
 
 def zero_point(b: Builder, zp: float, element: ElementType) -> Value:
     """A [1]-shaped zero-point (or pad value) constant of `element`'s storage type."""
-    scalar = signless(storage_type(element))
-    value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
-    return const(b, np.array([value], dtype=numpy_dtype(scalar)), scalar)
+    # Integer zero points come again and again; a float (a pad value) may be -0.0,
+    # which a dict would take for 0.0.
+    request = (zp, element) if zp.__class__ is int else None
+    known = _ZERO_POINTS.get(request) if request is not None else None
+    if known is None:
+        scalar = signless(storage_type(element))
+        value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
+        known = _one_value(np.array([value], dtype=numpy_dtype(scalar)), scalar)
+        if request is not None:
+            _remember(_ZERO_POINTS, request, known)
+    return _one_value_const(b, *known)
+
+
+# (integer zero point, element) -> the one-value constant it is
+_ZERO_POINTS: dict[tuple[int, ElementType], OneValue] = {}
 
 
 # ---------------------------------------------------------------------------
@@ -317,6 +393,29 @@ def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(result)
 
 
+# (number, element, rank) -> the [1] * rank constant it is: expressions ask for
+# the same few scalars (0, 1/2, 127, ...) over and over.
+_SCALARS: dict[tuple[Any, ...], OneValue] = {}
+
+
+def scalar(b: Builder, value: float | bool, elem: ElementType, rank: int) -> Value:
+    """A constant of `elem` holding `value`, shaped [1] * rank (TOSA's elementwise
+    ops broadcast only size-1 dims of operands of equal rank)."""
+    return _one_value_const(b, *_scalar(value, elem, rank))
+
+
+def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
+    # A float zero is made afresh: a dict takes -0.0 for 0.0.
+    plain = value.__class__ in (int, bool) or (value.__class__ is float and value != 0)
+    request = (value.__class__, value, elem, rank) if plain else None
+    known = _SCALARS.get(request) if plain else None
+    if known is None:
+        known = _one_value(np.full((1,) * rank, value, dtype=numpy_dtype(elem)), elem)
+        if plain:
+            _remember(_SCALARS, request, known)
+    return known
+
+
 # Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
 # splits a value into two halves whose products are exact (Dekker 1971).
 _SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
@@ -334,6 +433,7 @@ class Elementwise:
     def __init__(self, rw: Builder, rank: int) -> None:
         self.rw = rw
         self.rank = rank
+        self._ones = (1,) * rank
         self._splits: dict[int, tuple[Value, Value]] = {}
 
     # -- operands and constants
@@ -350,7 +450,7 @@ class Elementwise:
 
     def const(self, value: float | bool, elem: ElementType) -> Value:
         """A scalar constant of `elem`, shaped [1] * rank."""
-        return const(self.rw, np.full((1,) * self.rank, value, dtype=numpy_dtype(elem)), elem)
+        return scalar(self.rw, value, elem, self.rank)
 
     def like(self, value: float | bool, other: Value) -> Value:
         """A scalar constant of `other`'s element type."""
@@ -371,9 +471,22 @@ class Elementwise:
     # -- generic ops
 
     def _type(self, values: Sequence[Value], elem: ElementType | None = None) -> TensorType:
-        types = [_tensor_type(v) for v in values]
-        shape = broadcast_shape(*(t.shape for t in types))
-        return TensorType(shape, types[0].element if elem is None else elem)
+        first = _tensor_type(values[0])
+        element = first.element if elem is None else elem
+        # Most operands have the result's shape or are [1] * rank constants, whose
+        # broadcast is the other shape: no need to work it out dimension by dimension.
+        ones = self._ones
+        shape = first.shape
+        for value in values[1:]:
+            other = _tensor_type(value).shape
+            if other != shape and other != ones:
+                shape = other if shape == ones else None
+                if shape is None:
+                    break
+        if shape is not None and len(shape) == self.rank:
+            return first if first.shape == shape and first.element == element \
+                else TensorType(shape, element)
+        return TensorType(broadcast_shape(*(_tensor_type(v).shape for v in values)), element)
 
     def binary(self, name: str, a: Value, b: Value | float, elem: ElementType | None = None,
                **attrs: object) -> Value:
