@@ -89,7 +89,7 @@ def test_int8_composites_nested_and_in_sequence(tmp_path: Path) -> None:
     # then "inner" again. Tensors crossing each boundary keep one quantization
     # on both sides, as LiteRT Torch and AI Edge Quantizer write them.
     b = TfliteBuilder()
-    q_in, q_mid, q_out = ([0.05], [-3]), ([0.08], [5]), ([0.3], [-20])
+    q_in, q_out = ([0.05], [-3]), ([0.3], [-20])
 
     def int8(name: str, q: tuple[list[float], list[int]], graph: int = 0) -> int:
         return b.tensor([1, 6], "INT8", name, graph=graph, scale=q[0], zero_point=q[1])
