@@ -175,7 +175,9 @@ def _legalize(module: Module, conversion: Conversion) -> None:
         result = legalize.legalize(module, fallback=conversion.fallback,
                                    disabled=conversion.disabled)
     report = conversion.report
-    report.outcomes = [asdict(o) for o in result.outcomes]
+    # What asdict gives for an outcome (its fields are strings, which asdict
+    # would not copy), without asdict's recursion per field.
+    report.outcomes = [dict(vars(o)) for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
         report.errors = lines
