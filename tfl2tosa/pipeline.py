@@ -132,17 +132,21 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-@dataclass(frozen=True)
 class Conversion:
     """One conversion under way: what it was asked for, and the report its
-    passes fill."""
+    passes fill. (A plain class: a dataclass decorator costs time at import.)"""
 
-    report: ConversionReport
-    fallback: bool
-    disabled: frozenset[str]
-    profiles: tuple[str, ...]
-    extensions: tuple[str, ...] | None
-    kernels: str
+    __slots__ = ("report", "fallback", "disabled", "profiles", "extensions", "kernels")
+
+    def __init__(self, report: ConversionReport, fallback: bool, disabled: frozenset[str],
+                 profiles: tuple[str, ...], extensions: tuple[str, ...] | None,
+                 kernels: str) -> None:
+        self.report = report
+        self.fallback = fallback
+        self.disabled = disabled
+        self.profiles = profiles
+        self.extensions = extensions
+        self.kernels = kernels
 
 
 def _check_structure(module: Module, conversion: Conversion) -> None:
