@@ -188,6 +188,8 @@ def inline_calls(module: Module) -> Inlining:
     inlining = Inlining()
     for graph in list(module.graphs.values()):
         _inline_graph(module, graph, [], inlining)
+    if not inlining.removed:
+        return inlining  # no graph was inlined: none to drop, no references to find
     referenced = graph_references(module)
     inlined = set(inlining.removed)
     inlining.removed = [name for name in module.graphs if name in inlined
