@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 
 import numpy as np
 
@@ -807,6 +806,8 @@ def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.nda
     is 2^(E-1), which needs 1 <= E <= 31; only a scale that the 32-bit multiplier
     holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
     and at most 1 (see _ties_away_from_zero)."""
+    from fractions import Fraction  # only ties need it, and it imports decimal
+
     masks, halves = [], []
     for scale in np.asarray(scales, dtype=np.float64).tolist():
         ratio = Fraction(scale)

@@ -100,3 +100,14 @@ def test_a_usage_error_still_goes_to_typer(tmp_path):
     model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
     modules = loaded_modules("convert", str(model), "--no-such-option")
     assert "typer" in modules["top"]
+
+
+def test_a_float_convert_loads_no_exact_rational_arithmetic(tmp_path):
+    # Only integer convolutions whose scales can make ties need fractions (and
+    # with it decimal); a float model's convolutions do not.
+    model = ROOT / "models/arch/mobilenet_tiny_float32.tflite"
+    modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
+    assert (tmp_path / "m.tosa").stat().st_size > 0
+    assert "legalize.conv" in modules["all"]
+    for unused in ("fractions", "decimal"):
+        assert unused not in modules["top"]

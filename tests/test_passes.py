@@ -202,6 +202,25 @@ def test_strip_keeps_input_names_and_is_idempotent():
     assert print_module(module) == once
 
 
+def test_strip_makes_no_casts_that_fold_straight_back():
+    # Quantized values read only by non-quant ops and graph outputs: every one
+    # is retyped to storage in place, with no scast to or from it, so
+    # canonicalize has nothing to fold.
+    module = Module()
+    graph = module.add_graph(Graph("f"))
+    x = graph.add_input("x", TensorType((1, 4), Q_IN))
+    b = Builder(graph)
+    doubled = b.op("test.double", [x, x], TensorType((1, 4), Q_IN))
+    out = b.op("test.requantize", [doubled], TensorType((1, 4), Q_OUT))
+    graph.set_outputs([out, doubled])
+    strip_func_quant_types(module)
+    assert [op.name for op in graph.ops] == ["test.double", "test.requantize"]
+    assert graph.ops[0].operands == [x, x] and graph.ops[1].operands == [doubled]
+    assert graph.outputs == [out, doubled]
+    assert [str(v.type) for v in (x, doubled, out)] == ["tensor<1x4xi8>"] * 3
+    assert canonicalize(module) == 0
+
+
 # ---------------------------------------------------------------------------
 # canonicalize: each fold and each non-fold of MLIR's canonicalize.mlir
 

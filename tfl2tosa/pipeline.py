@@ -132,17 +132,21 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-@dataclass(frozen=True)
 class Conversion:
     """One conversion under way: what it was asked for, and the report its
-    passes fill."""
+    passes fill. (A plain class: a dataclass decorator costs time at import.)"""
 
-    report: ConversionReport
-    fallback: bool
-    disabled: frozenset[str]
-    profiles: tuple[str, ...]
-    extensions: tuple[str, ...] | None
-    kernels: str
+    __slots__ = ("report", "fallback", "disabled", "profiles", "extensions", "kernels")
+
+    def __init__(self, report: ConversionReport, fallback: bool, disabled: frozenset[str],
+                 profiles: tuple[str, ...], extensions: tuple[str, ...] | None,
+                 kernels: str) -> None:
+        self.report = report
+        self.fallback = fallback
+        self.disabled = disabled
+        self.profiles = profiles
+        self.extensions = extensions
+        self.kernels = kernels
 
 
 def _check_structure(module: Module, conversion: Conversion) -> None:
@@ -175,7 +179,9 @@ def _legalize(module: Module, conversion: Conversion) -> None:
         result = legalize.legalize(module, fallback=conversion.fallback,
                                    disabled=conversion.disabled)
     report = conversion.report
-    report.outcomes = [asdict(o) for o in result.outcomes]
+    # What asdict gives for an outcome (its fields are strings, which asdict
+    # would not copy), without asdict's recursion per field.
+    report.outcomes = [dict(vars(o)) for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
         report.errors = lines

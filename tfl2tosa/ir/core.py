@@ -68,7 +68,7 @@ class Op:
                  result_names: list[str], attrs: dict[str, Any], loc: str = "") -> Op:
         """An op from parts the caller vouches for: every operand is a Value and
         `result_names` names every result. The op keeps `operands` and `attrs`
-        (no copies). For readers that build thousands of ops; `Op(...)` checks
+        (no copies). For readers that build an op per model operator; `Op(...)` checks
         its operands and copies its arguments."""
         op = cls.__new__(cls)
         op.name = name

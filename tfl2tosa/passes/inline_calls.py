@@ -25,7 +25,6 @@ written without the CALL; composites are judged by TFLite running them.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Any
 
 from tfl2tosa.ir.core import Graph, Module, Op, Value
@@ -37,14 +36,26 @@ CALLEE_ATTRS = {"tfl.call": "callee", "tfl.stablehlo_composite": "decomposition"
 SCHEMA_NAMES = {"tfl.call": "CALL", "tfl.stablehlo_composite": "STABLEHLO_COMPOSITE"}
 
 
-@dataclass
 class Inlining:
     """What `inline_calls` did: the graphs it removed, and one entry per
     STABLEHLO_COMPOSITE (name, loc, version, attributes, decomposition graph,
-    and how it was lowered) for the conversion report."""
+    and how it was lowered) for the conversion report. (A plain class: a
+    dataclass decorator costs time at import.)"""
 
-    removed: list[str] = field(default_factory=list)
-    composites: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self, removed: list[str] | None = None,
+                 composites: list[dict[str, Any]] | None = None) -> None:
+        self.removed: list[str] = [] if removed is None else removed
+        self.composites: list[dict[str, Any]] = [] if composites is None else composites
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Inlining) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.removed, self.composites) == (other.removed, other.composites)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass with eq is
+
+    def __repr__(self) -> str:
+        return f"Inlining(removed={self.removed!r}, composites={self.composites!r})"
 
 
 def _mismatch(call: Op, callee: Graph) -> str | None:
@@ -177,6 +188,8 @@ def inline_calls(module: Module) -> Inlining:
     inlining = Inlining()
     for graph in list(module.graphs.values()):
         _inline_graph(module, graph, [], inlining)
+    if not inlining.removed:
+        return inlining  # no graph was inlined: none to drop, no references to find
     referenced = graph_references(module)
     inlined = set(inlining.removed)
     inlining.removed = [name for name in module.graphs if name in inlined

@@ -210,7 +210,7 @@ def lift_loop_handles(module: Module) -> None:
     changed = True
     while changed:
         changed = False
-        callers = _callers(module)
+        callers = None  # found when a loop carries a handle: most models have none
         for graph in module.graphs.values():
             for position, op in enumerate(graph.ops):
                 if op.name != "tfl.while":
@@ -218,6 +218,8 @@ def lift_loop_handles(module: Module) -> None:
                 index = next((i for i, v in enumerate(op.operands) if _is_resource(v)), None)
                 if index is None:
                     continue
+                if callers is None:
+                    callers = _callers(module)
                 handle = _carried_handle(op, index, callers, module)
                 if isinstance(handle, str):
                     _refuse([op], f"resource variables in a loop: {handle}")
@@ -367,6 +369,8 @@ def lower_resource_variables(module: Module) -> list[str]:
             _rewrite_accesses(graph, by_op)
     main = module.main
     main.ops[:0] = [_declaration(v) for v in lowered]
+    if not folded:
+        return [v.name for v in lowered]  # no initialization graph to drop
     referenced = graph_references(module)
     for name in folded - referenced:
         if module.graphs[name] is not main:

@@ -16,6 +16,12 @@ storage and `scast` back for their users. Each op keeps its result names.
 Every `scast` inserted meets an inverse `scast` or a quant op, so after
 `lower_quant_ops` and `canonicalize` (which folds `scast(scast(x))`) no
 quantized type is left: `assert_no_quant_types` checks that.
+
+The pairs canonicalize would fold at once are not created: a value whose every
+user is a non-quant op (or a graph output) is retyped with no restoring
+`scast`, and an operand produced by an `scast` from its storage type is read
+from that storage value. The names such casts would have taken are still
+taken, in the same order, so every name given after them is the one it was.
 """
 
 from __future__ import annotations
@@ -39,9 +45,8 @@ def _is_quantized_value(value: Value) -> bool:
         return False  # shape and none types
 
 
-def _scast_op(graph: Graph, value: Value, result_type: object, name: str, loc: str) -> Op:
-    return Op(SCAST, [value], [cast(Type, result_type)], result_names=[graph.unique_name(name)],
-              loc=loc)
+def _scast_op(value: Value, result_type: object, name: str, loc: str) -> Op:
+    return Op(SCAST, [value], [cast(Type, result_type)], result_names=[name], loc=loc)
 
 
 def _redirect_uses(old: Value, new: Value, keep: Op) -> None:
@@ -51,38 +56,90 @@ def _redirect_uses(old: Value, new: Value, keep: Op) -> None:
             user.set_operand(index, new)
 
 
-def _strip_inputs(graph: Graph) -> list[Op]:
-    """Retype quantized inputs in place; an scast at the head restores the quantized value."""
-    head = []
-    for value in graph.inputs:
+class _Stripper:
+    """Strips one graph. `bare` maps the id of each value retyped without its
+    restoring scast to the name that scast's result would have had."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.bare: dict[int, str] = {}
+
+    def inputs(self) -> list[Op]:
+        """Retype quantized inputs in place; an scast at the head restores the
+        quantized value where a quant op reads it."""
+        head = []
+        for value in self.graph.inputs:
+            if _is_quantized_value(value):
+                head.extend(self.retype(value, value.name))
+        return head
+
+    def retype(self, value: Value, loc: str) -> list[Op]:
+        """Give `value` its storage type in place; an scast after it restores the
+        quantized value for every use and graph output, unless only non-quant
+        ops and graph outputs use it (they would cast it straight back)."""
+        quantized = value.type
+        value.type = stripped_type(quantized)  # type: ignore[assignment]
+        name = self.graph.unique_name(f"{value.name}/scast")
+        if all(user.name not in QUANT_OPS for user, _ in value.uses):
+            self.bare[id(value)] = name
+            return []
+        cast = _scast_op(value, quantized, name, loc)
+        _redirect_uses(value, cast.result, cast)
+        self.graph.outputs = [cast.result if v is value else v for v in self.graph.outputs]
+        return [cast]
+
+    def to_storage(self, value: Value, loc: str) -> tuple[Value, Op | None]:
+        """`value` as its storage type: the value an inverse scast consumed, the
+        retyped value itself, or a new scast of it."""
+        bare = self.bare.get(id(value))
+        if bare is not None:
+            self.graph.unique_name(f"{bare}/scast")
+            return value, None
         if not _is_quantized_value(value):
-            continue
-        head.append(_retype_behind_scast(graph, value, value.name))
-    return head
+            return value, None
+        storage = stripped_type(value.type)
+        name = self.graph.unique_name(f"{value.name}/scast")
+        source = value.owner
+        # canonicalize's fold_scast_of_scast, done before the cast exists. Not
+        # where canonicalize would fold `source` first, nor where the rewrite
+        # driver would rename the folded value (only under the cast's name).
+        if source is not None and source.name == SCAST:
+            original = source.operands[0]
+            feeder = original.owner
+            if (original.type == storage and not original.name.startswith(name + "/")
+                    and (feeder is None or feeder.name != SCAST)):
+                return original, None
+        cast = _scast_op(value, storage, name, loc)
+        return cast.result, cast
 
+    def outputs(self) -> list[Op]:
+        tail, outputs = [], []
+        for value in self.graph.outputs:
+            value, cast = self.to_storage(value, value.name)
+            if cast is not None:
+                tail.append(cast)
+            outputs.append(value)
+        self.graph.outputs = outputs
+        return tail
 
-def _retype_behind_scast(graph: Graph, value: Value, loc: str) -> Op:
-    """Give `value` its storage type in place; an scast after it restores the
-    quantized value for every use and graph output."""
-    quantized = value.type
-    value.type = stripped_type(quantized)  # type: ignore[assignment]
-    cast = _scast_op(graph, value, quantized, f"{value.name}/scast", loc)
-    _redirect_uses(value, cast.result, cast)
-    graph.outputs = [cast.result if v is value else v for v in graph.outputs]
-    return cast
-
-
-def _strip_outputs(graph: Graph) -> list[Op]:
-    tail, outputs = [], []
-    for value in graph.outputs:
-        if _is_quantized_value(value):
-            cast = _scast_op(graph, value, stripped_type(value.type), f"{value.name}/scast",
-                             value.name)
-            tail.append(cast)
-            value = cast.result
-        outputs.append(value)
-    graph.outputs = outputs
-    return tail
+    def op(self, op: Op) -> list[Op]:
+        """`op` with storage types, between scasts; returns the ops in order."""
+        before: list[Op] = []
+        for index, value in enumerate(op.operands):
+            stored, cast = self.to_storage(value, op.loc)
+            if stored is not value:
+                op.set_operand(index, stored)
+            if cast is not None:
+                before.append(cast)
+        after: list[Op] = []
+        if op.name == "tosa.const":
+            _signless_payload(op)
+        for value in op.results:
+            if _is_quantized_value(value):
+                after.extend(self.retype(value, op.loc))
+        if before or after:
+            return [*before, op, *after]
+        return [op]
 
 
 def _signless_payload(const: Op) -> None:
@@ -93,29 +150,15 @@ def _signless_payload(const: Op) -> None:
         const.attrs["values"] = array.view(f"i{array.dtype.itemsize}")
 
 
-def _strip_op(graph: Graph, op: Op) -> list[Op]:
-    """`op` with storage types, between scasts; returns the ops in order."""
-    before: list[Op] = []
-    for index, value in enumerate(op.operands):
-        if _is_quantized_value(value):
-            cast = _scast_op(graph, value, stripped_type(value.type), f"{value.name}/scast",
-                             op.loc)
-            op.set_operand(index, cast.result)
-            before.append(cast)
-    after: list[Op] = []
-    if op.name == "tosa.const":
-        _signless_payload(op)
-    for value in op.results:
-        if _is_quantized_value(value):
-            after.append(_retype_behind_scast(graph, value, op.loc))
-    return [*before, op, *after]
-
-
 def strip_graph_quant_types(graph: Graph) -> None:
-    ops: list[Op] = _strip_inputs(graph)
+    stripper = _Stripper(graph)
+    ops: list[Op] = stripper.inputs()
     for op in graph.ops:
-        ops.extend([op] if op.name in QUANT_OPS else _strip_op(graph, op))
-    ops.extend(_strip_outputs(graph))
+        if op.name in QUANT_OPS:
+            ops.append(op)
+        else:
+            ops.extend(stripper.op(op))
+    ops.extend(stripper.outputs())
     graph.ops = ops
 
 

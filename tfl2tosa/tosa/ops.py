@@ -30,27 +30,64 @@ left out), the flatbuffer schema `tosa.fbs` of tosa-tools 2026.8.0 for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+# FrozenInstanceError only: the IR's modules import dataclasses anyway.
+from dataclasses import FrozenInstanceError
 from typing import Any
 
 
-@dataclass(frozen=True)
-class Arg:
+class _Record:
+    """Immutable, compared and hashed by its fields, as a frozen dataclass is
+    (written out: the dataclass decorator costs time at import, which every
+    command pays)."""
+
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        values = self.__dict__
+        return tuple(values[name] for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        values = self.__dict__
+        fields = ", ".join(f"{name}={values[name]!r}" for name in self._fields)
+        return f"{self.__class__.__qualname__}({fields})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+class Arg(_Record):
     """One operand or result, as the specification's argument table lists it."""
 
     name: str        # specification name: "input", "weight", "input_zp", ...
     kind: str        # "tensor" | "shape" | "tensor_list"
     type_var: str    # "in_t", "out_t", "in_out_t", "weight_t", "acc_t", "mul_t",
                      # "table_t", "index_t", or a fixed type: "i8_t", "i32_t", "bool_t"
-    shape: str = ""  # specification shape text, e.g. "[N,IH,IW,C]" (informational)
+    shape: str       # specification shape text, e.g. "[N,IH,IW,C]" (informational)
     # Compile-time constant (the specification's <ctc>): without EXT-DYNAMIC the
     # operand must be a `tosa.const` (tensors) or `tosa.const_shape` (shape_t).
-    ctc: bool = False
-    rank: tuple[int, int] | None = None  # (min, max) rank; None = up to MAX_RANK
+    ctc: bool
+    rank: tuple[int, int] | None  # (min, max) rank; None = up to MAX_RANK
+
+    _fields = ("name", "kind", "type_var", "shape", "ctc", "rank")
+
+    def __init__(self, name: str, kind: str, type_var: str, shape: str = "", ctc: bool = False,
+                 rank: tuple[int, int] | None = None) -> None:
+        self.__dict__.update(name=name, kind=kind, type_var=type_var, shape=shape, ctc=ctc,
+                             rank=rank)
 
 
-@dataclass(frozen=True)
-class Attr:
+class Attr(_Record):
     """One attribute: specification name, value type, flatbuffer field."""
 
     name: str
@@ -59,38 +96,61 @@ class Attr:
                      # serialized as raw little-endian bytes) | "graph" | "tensor"
                      # | "i64[]" (CONST_SHAPE values) | "var_type" (an element type name)
     fbs_field: str   # field name in the flatbuffer attribute table ("" = not stored there)
-    default: Any = None    # value assumed when an optional attribute is absent
-    optional: bool = False  # may be absent from op.attrs (the specification's optional="true"
-                            # or a documented default)
+    default: Any     # value assumed when an optional attribute is absent
+    optional: bool   # may be absent from op.attrs (the specification's optional="true"
+                     # or a documented default)
+
+    _fields = ("name", "type", "fbs_field", "default", "optional")
+
+    def __init__(self, name: str, type: str, fbs_field: str, default: Any = None,
+                 optional: bool = False) -> None:
+        self.__dict__.update(name=name, type=type, fbs_field=fbs_field, default=default,
+                             optional=optional)
 
 
-@dataclass(frozen=True)
-class TypeMode:
+class TypeMode(_Record):
     """One allowed element-type combination and the profile/extension that allows it."""
 
     name: str                  # specification mode name, e.g. "signed 8x8 with int32 accumulate"
     types: dict[str, str]      # type variable -> element type name
     profiles: tuple[str, ...]  # e.g. ("PRO-INT",), ("PRO-FP",), ("EXT-INT16",)
     # Non-type parameters of the mode, e.g. {"TABLE_SIZE": 256} for TABLE.
-    params: dict[str, int] = field(default_factory=dict)
+    params: dict[str, int]
+
+    _fields = ("name", "types", "profiles", "params")
+
+    def __init__(self, name: str, types: dict[str, str], profiles: tuple[str, ...],
+                 params: dict[str, int] | None = None) -> None:
+        self.__dict__.update(name=name, types=types, profiles=profiles,
+                             params={} if params is None else params)
 
     def allowed(self, enabled: frozenset[str] | set[str]) -> bool:
         """True if one of the alternatives in `profiles` is fully enabled."""
         return any(all(part in enabled for part in alt.split("+")) for alt in self.profiles)
 
 
-@dataclass(frozen=True)
-class OpDef:
+class OpDef(_Record):
     name: str                  # specification name, e.g. "CONV2D"
     mlir: str                  # our IR / MLIR op name, e.g. "tosa.conv2d"
     chapter: str               # "tensor", "activation", "elementwise-binary", ...
     inputs: tuple[Arg, ...]
     outputs: tuple[Arg, ...]
-    attrs: tuple[Attr, ...] = ()
-    modes: tuple[TypeMode, ...] = ()
-    fbs_op: int = 0            # value of the flatbuffer `Op` enum
-    fbs_attr: str = ""         # name of the flatbuffer attribute table (union member)
-    notes: tuple[str, ...] = field(default=())
+    attrs: tuple[Attr, ...]
+    modes: tuple[TypeMode, ...]
+    fbs_op: int                # value of the flatbuffer `Op` enum
+    fbs_attr: str              # name of the flatbuffer attribute table (union member)
+    notes: tuple[str, ...]
+
+    _fields = ("name", "mlir", "chapter", "inputs", "outputs", "attrs", "modes", "fbs_op",
+               "fbs_attr", "notes")
+
+    def __init__(self, name: str, mlir: str, chapter: str, inputs: tuple[Arg, ...],
+                 outputs: tuple[Arg, ...], attrs: tuple[Attr, ...] = (),
+                 modes: tuple[TypeMode, ...] = (), fbs_op: int = 0, fbs_attr: str = "",
+                 notes: tuple[str, ...] = ()) -> None:
+        self.__dict__.update(name=name, mlir=mlir, chapter=chapter, inputs=inputs,
+                             outputs=outputs, attrs=attrs, modes=modes, fbs_op=fbs_op,
+                             fbs_attr=fbs_attr, notes=notes)
 
     def attr(self, name: str) -> Attr:
         for a in self.attrs:
