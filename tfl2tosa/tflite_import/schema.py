@@ -245,8 +245,9 @@ _OPTIONS_SLOTS = ((10, 12, _OPTIONS_NAMES), (26, 28, _OPTIONS2_NAMES))
 def builtin_options(op: Table, what: str) -> dict[str, Any]:
     """Attributes from `builtin_options` and `builtin_options_2` of an operator."""
     attrs: dict[str, Any] = {}
+    context = reading(f"{what} options")
     for type_slot, table_slot, names in _OPTIONS_SLOTS:
-        with reading(f"{what} options"):
+        with context:
             code = op.scalar(type_slot, U8)
             if code == 0:
                 continue
