@@ -150,3 +150,38 @@ def test_options_decoded_once_read_as_each_decoded_anew(path) -> None:
                 decoded, _ = schema._decode_options(data, position, options_class, "op")
                 for _ in range(2):  # the second time from the table of those met
                     assert schema.options_attrs(data, position, options_class, "op") == decoded
+
+
+def test_options_field_widths_are_the_schema_types() -> None:
+    """Conv2DOptions in schema.fbs: padding (Padding, a byte), stride_w and
+    stride_h (int), fused_activation_function (a byte enum), dilation_w_factor
+    and dilation_h_factor (int), quantized_bias_type (TensorType, a byte)."""
+    assert schema._scalar_widths(tflite.Conv2DOptions) == (1, 4, 4, 1, 4, 4, 1)
+    assert schema._scalar_widths(tflite.ReshapeOptions) is None  # new_shape is a vector
+
+
+def _conv_options(builder, bias_type: int) -> int:
+    tflite.Conv2DOptionsStart(builder)
+    # flatbuffers places the field added first last in the table
+    tflite.Conv2DOptionsAddQuantizedBiasType(builder, bias_type)
+    tflite.Conv2DOptionsAddStrideW(builder, 2)
+    return tflite.Conv2DOptionsEnd(builder)
+
+
+def test_options_met_before_differ_in_their_last_byte() -> None:
+    """Two options tables with the same vtable whose last field, a byte, differs
+    (each followed by other bytes) keep their own values."""
+    import flatbuffers
+
+    builder = flatbuffers.Builder(0)
+    tables = [_conv_options(builder, bias_type) for bias_type in (9, 1, 9, 0, 1)]
+    builder.Finish(tables[-1])
+    data = bytes(builder.Output())
+    for table in tables:
+        position = len(data) - table
+        generated = tflite.Conv2DOptions()
+        generated.Init(data, position)
+        attrs = schema.options_attrs(data, position, tflite.Conv2DOptions, "op")
+        assert attrs["stride_w"] == generated.StrideW() == 2
+        assert attrs["quantized_bias_type"] == schema.TENSOR_TYPE_NAMES[
+            generated.QuantizedBiasType()]

@@ -345,8 +345,13 @@ class _SubgraphImporter:
 
     def _emit(self, record: OperatorRecord, producer: dict[int, int]) -> None:
         loc = self._loc(record)
-        operands = [self._operand(tensor, f"input {k}", record, producer)
-                    for k, tensor in enumerate(record.inputs)]
+        values = self.values
+        operands = []
+        for k, tensor in enumerate(record.inputs):
+            # A value already made (most operands) is what `_operand` would return.
+            value = values[tensor] if 0 <= tensor < len(values) else None
+            operands.append(value if value is not None
+                            else self._operand(tensor, f"input {k}", record, producer))
         attrs = self._attributes(record)
         result_types: list[Type] = []
         result_names: list[str] = []

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+import flatbuffers.number_types
 import numpy as np
 import tflite
 
@@ -166,12 +167,37 @@ _DECODED_OPTIONS_KEPT = 4096
 _NUMBERS = frozenset({int, float, bool})
 
 
+@lru_cache(maxsize=None)
+def _scalar_widths(options_class: type) -> tuple[int, ...] | None:
+    """Per field of the vtable, the bytes its accessor reads (0: none), for an
+    options table whose fields are all scalars; None for any other.
+
+    Read from the generated accessors, which flatc writes as
+    `self._tab.Offset(<vtable slot>)` then `self._tab.Get(<number type>, ...)`;
+    an accessor not of that form (a vector, a string, a table) gives None."""
+    widths: dict[int, int] = {}
+    for _, kind, accessor in _option_fields(options_class):
+        code = accessor.__code__
+        types = [name for name in code.co_names
+                 if name.endswith("Flags") and name != "UOffsetTFlags"]
+        slots = [c for c in code.co_consts if c.__class__ is int and c >= 4]
+        number_type = getattr(flatbuffers.number_types, types[0], None) if types else None
+        if (kind != "scalar" or len(types) != 1 or len(slots) != 1 or "Get" not in code.co_names
+                or number_type is None or slots[0] % 2):
+            return None
+        widths[(slots[0] - 4) // 2] = number_type.bytewidth
+    return tuple(widths.get(i, 0) for i in range(max(widths, default=-1) + 1))
+
+
 def _numeric_table_key(buf: Any, position: int, options_class: type
                        ) -> tuple[type, bytes, bytes] | None:
-    """The bytes that decide a table whose fields are all numbers: its vtable,
-    and its inline data up to the end of the last field the vtable places
-    (8 bytes past the largest offset, the widest scalar). None where the
-    table cannot be read so (it is then decoded, and checked, field by field)."""
+    """The bytes that decide a table of scalar fields: its vtable, and its
+    inline data up to the end of the last field the vtable places that its
+    accessors read. None where the table cannot be read so (it is then
+    decoded, and checked, field by field)."""
+    widths = _scalar_widths(options_class)
+    if widths is None:
+        return None
     try:
         vtable = position - I32.unpack_from(buf, position)[0]
         if vtable < 0 or position < 0:  # struct would read from the end
@@ -180,7 +206,8 @@ def _numeric_table_key(buf: Any, position: int, options_class: type
         if vtable_size < 4 or vtable_size % 2:
             return None
         offsets = struct.unpack_from(f"<{vtable_size // 2 - 2}H", buf, vtable + 4)
-        end = position + max(U16.unpack_from(buf, vtable + 2)[0], max(offsets, default=0) + 8)
+        end = position + max([4] + [offset + width for offset, width in zip(offsets, widths)
+                                    if offset and width])
         if end > len(buf):
             return None
         return (options_class, bytes(buf[vtable:vtable + vtable_size]),
@@ -245,8 +272,9 @@ _OPTIONS_SLOTS = ((10, 12, _OPTIONS_NAMES), (26, 28, _OPTIONS2_NAMES))
 def builtin_options(op: Table, what: str) -> dict[str, Any]:
     """Attributes from `builtin_options` and `builtin_options_2` of an operator."""
     attrs: dict[str, Any] = {}
+    context = reading(f"{what} options")
     for type_slot, table_slot, names in _OPTIONS_SLOTS:
-        with reading(f"{what} options"):
+        with context:
             code = op.scalar(type_slot, U8)
             if code == 0:
                 continue

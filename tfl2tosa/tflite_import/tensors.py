@@ -6,6 +6,7 @@ the model's memory (the mmap of the file, or the bytes given to `load`).
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -378,6 +379,10 @@ class Buffers:
         return _read_only(np.frombuffer(self.buf, dtype=np.uint8, count=size, offset=start))
 
 
+# storage type -> the dtype of its values in a model (flatbuffers are little-endian)
+_LITTLE_ENDIAN: dict[t.ScalarType, np.dtype] = {}
+
+
 def constant_array(info: TensorInfo, buffers: Buffers, what: str) -> tuple[np.ndarray, dict]:
     """The data of a buffer-backed tensor as a view, and any extra attributes.
 
@@ -393,7 +398,8 @@ def constant_array(info: TensorInfo, buffers: Buffers, what: str) -> tuple[np.nd
                          f"{list(tensor_type.shape)}")
     scalar = t.storage_type(tensor_type.element)
     shape = tensor_type.shape
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    # Reading the tensor bounded its element count (MAX_ELEMENTS): no overflow.
+    count = math.prod(shape)
     if scalar is t.string:
         return _strings(buffers.buf, start, size, shape, count, what), {}
     if scalar in (t.resource, t.variant):
@@ -411,7 +417,9 @@ def constant_array(info: TensorInfo, buffers: Buffers, what: str) -> tuple[np.nd
         _check_buffer_size(size, needed, what)
         packed = np.frombuffer(buffers.buf, dtype=np.uint8, count=needed, offset=start)
         return _read_only(packed), {"packed_int4": True}
-    dtype = t.numpy_dtype(scalar).newbyteorder("<")
+    dtype = _LITTLE_ENDIAN.get(scalar)
+    if dtype is None:
+        dtype = _LITTLE_ENDIAN[scalar] = t.numpy_dtype(scalar).newbyteorder("<")
     _check_buffer_size(size, count * dtype.itemsize, what)
     array = np.frombuffer(buffers.buf, dtype=dtype, count=count, offset=start).reshape(shape)
     return _read_only(array), {}

@@ -295,8 +295,34 @@ class Builder:
                 data, head, count, *map(sub, range(top, top - 4 * count, -4), offsets))
             fields.append(end - head)
         self.head = head
-        fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
+        fields.append(self._text_table(text_layout, text) if text else 0)
         return self.Table(layout, fields)
+
+    def _text_table(self, layout: TableLayout, text: str) -> int:
+        """`Table(layout, (CreateString(text),))` for a table of one string field,
+        the buffer 4-aligned. The string's length word is then 4-aligned too, so
+        the table right below it always has the plan of a 4-aligned start; once
+        that plan's vtable is written, the string and the table go in together."""
+        plan = layout.plans[0].get(_ONE_FIELD)
+        vtable = self._plan_vtables.get(plan) if plan is not None else None
+        raw = text.encode()
+        size = len(raw)
+        data = self.Bytes
+        head = self.head
+        end = len(data)
+        pad = (head - end - size - 1) & 3
+        if vtable is None or head < pad + size + 5 + plan.size:
+            return self.Table(layout, (self.CreateString(text),))
+        head -= pad + size + 1  # the terminating zero is already there
+        data[head:head + size] = raw
+        head -= 4
+        _UINT32.pack_into(data, head, size)
+        start = end - head  # the string, and where the table starts
+        ((_, field_end),) = plan.offsets
+        plan.packer.pack_into(data, head - plan.size, vtable - start - plan.size, field_end)
+        self.head = head - plan.size
+        self._last_table = (start, plan)
+        return start + plan.size
 
     def _table_by_fields(self, layout: TableLayout, values: Sequence[Any]) -> int:
         """`Table` field by field, as the generated functions write it."""
@@ -436,6 +462,10 @@ class Builder:
 
     def Output(self) -> bytearray:
         return self.Bytes[self.head:]
+
+
+# `present` of a table whose one field is given
+_ONE_FIELD = (True,)
 
 
 class TableLayout:
