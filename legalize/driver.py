@@ -54,21 +54,35 @@ def _element_text(t: object) -> str:
         return str(t)
     q = t.element
     if isinstance(q, UniformQuantizedPerAxis):
-        # One scale per channel would swamp a one-line error message.
-        return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
-                f"{{{len(q.scales)} scales}}>")
+        # One scale per channel would swamp a one-line error message. Every
+        # convolution's weights have a type of their own that spells the same
+        # way as its neighbours': keyed by what the text shows.
+        request = (q.storage, q.storage_min, q.storage_max, q.expressed, q.axis, len(q.scales))
+        text = _PER_AXIS_TEXTS.get(request)
+        if text is None:
+            text = (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
+                    f"{{{len(q.scales)} scales}}>")
+            _remember_text(_PER_AXIS_TEXTS, request, text)
+        return text
     text = _ELEMENT_TEXTS.get(q)
     if text is None:
-        if len(_ELEMENT_TEXTS) >= _MAX_ELEMENT_TEXTS:
-            _ELEMENT_TEXTS.clear()
-        text = _ELEMENT_TEXTS[q] = str(q)
+        text = str(q)
+        _remember_text(_ELEMENT_TEXTS, q, text)
     return text
+
+
+def _remember_text(texts: dict, key: object, text: str) -> None:
+    if len(texts) >= _MAX_ELEMENT_TEXTS:
+        texts.clear()
+    texts[key] = text
 
 
 # element type -> its text: a model's values share a few types, and spelling a
 # quantized one formats its scale. Bounded, as a long-lived process converts
 # model after model.
 _ELEMENT_TEXTS: dict[object, str] = {}
+# (storage, its range, expressed type, axis, scale count) -> a per-axis type's text
+_PER_AXIS_TEXTS: dict[tuple, str] = {}
 _MAX_ELEMENT_TEXTS = 4096
 
 
@@ -79,8 +93,11 @@ def element_signature(op: Op) -> str:
 
 
 def is_quantized_op(op: Op) -> bool:
-    return any(isinstance(v.type, TensorType) and is_quantized(v.type.element)
-               for v in (*op.operands, *op.results))
+    for values in (op.operands, op.results):
+        for v in values:
+            if isinstance(v.type, TensorType) and is_quantized(v.type.element):
+                return True
+    return False
 
 
 def _is_constant(value: Value) -> bool:
@@ -95,12 +112,16 @@ def quantized_weights(op: Op) -> frozenset[int] | None:
     """The operands of `op` holding quantized constants when those are its only
     quantized tensors (float activations and results: hybrid or weight-only
     models), else None."""
-    if any(_quantized(v) for v in op.results):
-        return None
-    indices = frozenset(i for i, v in enumerate(op.operands) if _quantized(v))
-    if not indices or not all(_is_constant(op.operands[i]) for i in indices):
-        return None
-    return indices
+    for v in op.results:
+        if _quantized(v):
+            return None
+    indices = []
+    for i, v in enumerate(op.operands):
+        if _quantized(v):
+            if not _is_constant(v):
+                return None
+            indices.append(i)
+    return frozenset(indices) if indices else None
 
 
 def serves(entry: Registered, quantized: bool, weights: frozenset[int] | None) -> bool:
