@@ -198,6 +198,8 @@ def _legalize_graph(graph: Graph, fallback: bool, disabled: frozenset[str],
             new_ops.append(op)
             continue
         outcome = _lower_op(graph, new_ops, op, fallback, disabled)
+        if outcome is None:  # a lowered constant
+            continue
         if op.name != "tfl.pseudo_const" or outcome.path == "unsupported":
             result.outcomes.append(outcome)  # constants are data, not computation
         if outcome.path == "unsupported":
@@ -230,7 +232,9 @@ def _int4_refusal(op: Op) -> str | None:
 
 
 def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
-              disabled: frozenset[str]) -> OpOutcome:
+              disabled: frozenset[str]) -> OpOutcome | None:
+    """Lower `op`; its outcome, or None for a constant its pattern lowered
+    (constants are data: the report leaves them out, so none is made)."""
     quantized = is_quantized_op(op)
     # A lowered constant's outcome is not kept (_legalize_graph): its types are
     # spelt only if it is refused.
@@ -253,6 +257,9 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             reasons.append(values.reason if isinstance(values, Failure)
                            else f"{entry.label} does not apply")
             continue
+        if op.name == "tfl.pseudo_const":
+            replace_op(graph, op, list(values))
+            return None
         form = weight_form(op, new_ops[mark:], entry.kind == "hybrid")
         replace_op(graph, op, list(values))
         # Hybrid ops (quantized constant weights, float activations) compute in float.
