@@ -258,8 +258,9 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
     fraction, exponent = np.frexp(values)
-    # f * 2^31 lies in [2^30, 2^31) (or is 0), where adding 1/2 is exact, so the
-    # floor rounds half up on the exact value, as the scalar definition does.
+    # f * 2^31 lies in [2^30, 2^31) (or is 0): adding 1/2 is exact below 2^31, and
+    # a sum from 2^31 up floors to 2^31 however it rounds, so the floor rounds half
+    # up on the exact value, as the scalar definition does.
     multiplier = np.floor(np.ldexp(fraction, 31) + 0.5).astype(np.int64)
     exponent = exponent.astype(np.int64)
     # A mantissa that rounded up to 2^31 is halved with the exponent raised.
