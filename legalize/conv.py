@@ -757,8 +757,9 @@ def _wide_accumulator_refusal(op: Op, q_in: UniformQuantized) -> Failure | None:
         return Failure(f"{op.name}: 16x8 with run-time weights or bias (the int64 "
                        "accumulator's range is unknown)")
     inputs = 32768 + abs(q_in.zero_point)
-    # |w| of 8- or 16-bit weights fits int32, half the memory of int64 to go through.
-    wide = np.int32 if weights.dtype.itemsize <= 2 else np.int64
+    # |w| fits the integer type twice as wide as the weights' (int16 for int8),
+    # the least memory to go through.
+    wide = {1: np.int16, 2: np.int32}.get(weights.dtype.itemsize, np.int64)
     sums = np.abs(np.asarray(weights, dtype=wide)).sum(axis=1, dtype=np.int64) * inputs + \
         np.abs(np.asarray(bias, dtype=np.int64).reshape(-1))
     if int(sums.max(initial=0)) >= 1 << 31:

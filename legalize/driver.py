@@ -54,21 +54,35 @@ def _element_text(t: object) -> str:
         return str(t)
     q = t.element
     if isinstance(q, UniformQuantizedPerAxis):
-        # One scale per channel would swamp a one-line error message.
-        return (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
-                f"{{{len(q.scales)} scales}}>")
+        # One scale per channel would swamp a one-line error message. Every
+        # convolution's weights have a type of their own that spells the same
+        # way as its neighbours': keyed by what the text shows.
+        request = (q.storage, q.storage_min, q.storage_max, q.expressed, q.axis, len(q.scales))
+        text = _PER_AXIS_TEXTS.get(request)
+        if text is None:
+            text = (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
+                    f"{{{len(q.scales)} scales}}>")
+            _remember_text(_PER_AXIS_TEXTS, request, text)
+        return text
     text = _ELEMENT_TEXTS.get(q)
     if text is None:
-        if len(_ELEMENT_TEXTS) >= _MAX_ELEMENT_TEXTS:
-            _ELEMENT_TEXTS.clear()
-        text = _ELEMENT_TEXTS[q] = str(q)
+        text = str(q)
+        _remember_text(_ELEMENT_TEXTS, q, text)
     return text
+
+
+def _remember_text(texts: dict, key: object, text: str) -> None:
+    if len(texts) >= _MAX_ELEMENT_TEXTS:
+        texts.clear()
+    texts[key] = text
 
 
 # element type -> its text: a model's values share a few types, and spelling a
 # quantized one formats its scale. Bounded, as a long-lived process converts
 # model after model.
 _ELEMENT_TEXTS: dict[object, str] = {}
+# (storage, its range, expressed type, axis, scale count) -> a per-axis type's text
+_PER_AXIS_TEXTS: dict[tuple, str] = {}
 _MAX_ELEMENT_TEXTS = 4096
 
 
@@ -79,8 +93,11 @@ def element_signature(op: Op) -> str:
 
 
 def is_quantized_op(op: Op) -> bool:
-    return any(isinstance(v.type, TensorType) and is_quantized(v.type.element)
-               for v in (*op.operands, *op.results))
+    for values in (op.operands, op.results):
+        for v in values:
+            if isinstance(v.type, TensorType) and is_quantized(v.type.element):
+                return True
+    return False
 
 
 def _is_constant(value: Value) -> bool:
@@ -95,12 +112,16 @@ def quantized_weights(op: Op) -> frozenset[int] | None:
     """The operands of `op` holding quantized constants when those are its only
     quantized tensors (float activations and results: hybrid or weight-only
     models), else None."""
-    if any(_quantized(v) for v in op.results):
-        return None
-    indices = frozenset(i for i, v in enumerate(op.operands) if _quantized(v))
-    if not indices or not all(_is_constant(op.operands[i]) for i in indices):
-        return None
-    return indices
+    for v in op.results:
+        if _quantized(v):
+            return None
+    indices = []
+    for i, v in enumerate(op.operands):
+        if _quantized(v):
+            if not _is_constant(v):
+                return None
+            indices.append(i)
+    return frozenset(indices) if indices else None
 
 
 def serves(entry: Registered, quantized: bool, weights: frozenset[int] | None) -> bool:
@@ -177,6 +198,8 @@ def _legalize_graph(graph: Graph, fallback: bool, disabled: frozenset[str],
             new_ops.append(op)
             continue
         outcome = _lower_op(graph, new_ops, op, fallback, disabled)
+        if outcome is None:  # a lowered constant
+            continue
         if op.name != "tfl.pseudo_const" or outcome.path == "unsupported":
             result.outcomes.append(outcome)  # constants are data, not computation
         if outcome.path == "unsupported":
@@ -209,7 +232,9 @@ def _int4_refusal(op: Op) -> str | None:
 
 
 def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
-              disabled: frozenset[str]) -> OpOutcome:
+              disabled: frozenset[str]) -> OpOutcome | None:
+    """Lower `op`; its outcome, or None for a constant its pattern lowered
+    (constants are data: the report leaves them out, so none is made)."""
     quantized = is_quantized_op(op)
     # A lowered constant's outcome is not kept (_legalize_graph): its types are
     # spelt only if it is refused.
@@ -232,6 +257,9 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
             reasons.append(values.reason if isinstance(values, Failure)
                            else f"{entry.label} does not apply")
             continue
+        if op.name == "tfl.pseudo_const":
+            replace_op(graph, op, list(values))
+            return None
         form = weight_form(op, new_ops[mark:], entry.kind == "hybrid")
         replace_op(graph, op, list(values))
         # Hybrid ops (quantized constant weights, float activations) compute in float.

@@ -47,7 +47,9 @@ def dequantized(rw: Rewriter, value: Value) -> Value:
         return rw.op("quant.dcast", [value], float_type)
     stored = np.asarray(array).reshape(float_type.shape)
     real = dequantized_values(stored, value.type.element)
-    return build.const(rw, real.astype(numpy_dtype(float_type.element)), float_type.element)
+    # `real` is a fresh array: the constant may hold it when it is already of its type.
+    return build.const(rw, real.astype(numpy_dtype(float_type.element), copy=False),
+                       float_type.element)
 
 
 def lower_through_float(op: Op, rw: Rewriter,

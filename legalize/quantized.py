@@ -245,27 +245,38 @@ _MAX_QUANTIZED_MULTIPLIERS = 4096
 
 
 def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
-    bad = ~(np.isfinite(values) & (values >= 0))
-    if bad.any():
+    if values.size == 1:
+        # One scale (a per-tensor RESCALE): the scalar definitions, without the
+        # fixed cost of a dozen array operations.
+        scalar = quantize_multiplier if scale32 else quantize_multiplier_16
+        multiplier, shift = scalar(float(values.reshape(-1)[0]))
+        return (np.full(values.shape, multiplier, dtype=np.int64),
+                np.full(values.shape, shift, dtype=np.int64))
+    # min() is NaN if any value is, and NaN >= 0 is false.
+    if values.size and not (values.min() >= 0 and values.max() < math.inf):
+        bad = ~(np.isfinite(values) & (values >= 0))
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
     fraction, exponent = np.frexp(values)
-    scaled = np.ldexp(fraction, 31)
-    whole = np.floor(scaled)
-    multiplier = (whole + (scaled - whole >= 0.5)).astype(np.int64)
+    # f * 2^31 lies in [2^30, 2^31) (or is 0): adding 1/2 is exact below 2^31, and
+    # a sum from 2^31 up floors to 2^31 however it rounds, so the floor rounds half
+    # up on the exact value, as the scalar definition does.
+    multiplier = np.floor(np.ldexp(fraction, 31) + 0.5).astype(np.int64)
     exponent = exponent.astype(np.int64)
-    carried = multiplier == 1 << 31
-    multiplier[carried] //= 2
-    exponent[carried] += 1
-    # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
-    zero = (values == 0) | (exponent < -31)
+    # A mantissa that rounded up to 2^31 is halved with the exponent raised.
+    carried = multiplier >> 31
+    multiplier >>= carried
+    exponent += carried
     if scale32:
         shift = 31 - exponent
     else:
         multiplier = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
         shift = 15 - exponent
-    multiplier[zero] = 0
-    shift[zero] = ZERO_SHIFT
+    # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
+    zero = (values == 0) | (exponent < -31)
+    if zero.any():
+        multiplier[zero] = 0
+        shift[zero] = ZERO_SHIFT
     small = shift < MIN_SHIFT
     if small.any():
         kind = "RESCALE" if scale32 else "16-bit RESCALE"

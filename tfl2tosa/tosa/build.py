@@ -150,8 +150,12 @@ def _converted(values: np.ndarray, element: ElementType | None
     if values.dtype != dtype:
         converted = values.astype(dtype)
         if dtype.kind == values.dtype.kind == "i":
-            # Between signed integers a comparison is exact, as the round trip is.
-            fits = bool((converted == values).all())
+            if values.size == 1:  # a zero point, multiplier or shift
+                low, high = _INTEGER_RANGES[dtype.itemsize]
+                fits = low <= values.item() <= high
+            else:
+                # Between signed integers a comparison is exact, as the round trip is.
+                fits = bool((converted == values).all())
         else:
             fits = dtype.kind not in "iub" or np.array_equal(converted.astype(values.dtype),
                                                              values)
@@ -164,6 +168,11 @@ def _converted(values: np.ndarray, element: ElementType | None
                                      or values.max() > scalar.max_value):
         raise IRError(f"constant values do not fit {scalar}")
     return values, element
+
+
+# bytes -> the range of the signed integer dtype that wide
+_INTEGER_RANGES = {size: (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1)
+                   for size in (1, 2, 4, 8)}
 
 
 # graph -> (the op list being built, one-value constant key -> (value, index in it))
@@ -253,10 +262,12 @@ def zero_point(b: Builder, zp: float, element: ElementType) -> Value:
     """A [1]-shaped zero-point (or pad value) constant of `element`'s storage type."""
     # Integer zero points come again and again; a float (a pad value) may be -0.0,
     # which a dict would take for 0.0.
-    request = (zp, element) if zp.__class__ is int else None
+    scalar = signless(storage_type(element))
+    # Keyed by the storage type: every quantization of it with this zero point
+    # makes the same constant.
+    request = (zp, scalar) if zp.__class__ is int else None
     known = _ZERO_POINTS.get(request) if request is not None else None
     if known is None:
-        scalar = signless(storage_type(element))
         value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
         known = _one_value(np.array([value], dtype=numpy_dtype(scalar)), scalar)
         if request is not None:
@@ -264,8 +275,8 @@ def zero_point(b: Builder, zp: float, element: ElementType) -> Value:
     return _one_value_const(b, *known)
 
 
-# (integer zero point, element) -> the one-value constant it is
-_ZERO_POINTS: dict[tuple[int, ElementType], OneValue] = {}
+# (integer zero point, signless storage type) -> the one-value constant it is
+_ZERO_POINTS: dict[tuple[int, ScalarType], OneValue] = {}
 
 
 # ---------------------------------------------------------------------------
