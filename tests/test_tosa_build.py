@@ -148,7 +148,7 @@ def test_mul_cast_clamp(graph, b):
         tb.mul(b, x, graph.add_input("z", T((3,), i16)))
 
 
-def test_one_value_constants_are_made_once_per_op_list(graph, b):
+def test_one_value_and_small_constants_are_made_once_per_op_list(graph, b):
     """Zero points and per-tensor multipliers repeat op after op: the second
     request returns the first constant, and burns the name a copy would have
     taken, so later names are those a CSE of copies would leave."""
@@ -159,9 +159,14 @@ def test_one_value_constants_are_made_once_per_op_list(graph, b):
     assert [op.opname for op in graph.ops].count("const") == 2
     wider = tb.const(b, np.array([3], dtype=np.int16), i16)
     assert wider is not first                       # same value, other type
+    # Small arrays (per-channel multipliers and shifts) are shared the same way;
+    # weights are one op per request, left to CSE.
     vector = tb.const(b, np.array([3, 3], dtype=np.int8), i8)
-    assert tb.const(b, np.array([3, 3], dtype=np.int8), i8) is not vector
-    assert tb.const(b, np.array([5], dtype=np.int8)).name == "const_6"
+    assert tb.const(b, np.array([3, 3], dtype=np.int8), i8) is vector
+    assert tb.const(b, np.array([3, 3], dtype=np.int16), i16) is not vector
+    weights = np.zeros(8192, np.int8)
+    assert tb.const(b, weights, i8) is not tb.const(b, weights, i8)
+    assert tb.const(b, np.array([5], dtype=np.int8)).name == "const_9"
 
 
 def test_a_discarded_constant_is_not_handed_out_again(graph, b):

@@ -135,7 +135,18 @@ def const(b: Builder, array: Any, element: ElementType | None = None) -> Value:
     if values.size == 1:
         return _one_value_const(b, *_one_value(values, element))
     values, element = _converted(values, element)
+    if values.nbytes <= _SHARED_CONST_BYTES and values.dtype.kind in "biuf":
+        key = (values.shape, values.dtype.str, values.tobytes(), str(element))
+        return _one_value_const(b, key, values, element)
     return op(b, "tosa.const", [], TensorType(values.shape, element), values=values)
+
+
+# Small constants (per-channel multipliers and shifts, bias and table rows) are
+# made once per graph and op list like one-value ones: two RESCALEs of one scale
+# set ask for the same arrays, and CSE would merge the copies into the first.
+# Weights stay one op per request: reading their bytes for a key costs more than
+# CSE's sampled key.
+_SHARED_CONST_BYTES = 4096
 
 
 def _converted(values: np.ndarray, element: ElementType | None
@@ -215,9 +226,9 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
 
 def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
                      element: ElementType) -> Value:
-    """A one-value constant, made once per graph and op list: patterns ask for the
-    same zero points, multipliers and shifts op after op, and CSE would merge the
-    copies into the first anyway. The name a copy would have taken is still used
+    """A one-value (or small) constant, made once per graph and op list: patterns
+    ask for the same zero points, multipliers and shifts op after op, and CSE
+    would merge the copies into the first anyway. The name a copy would have taken is still used
     up, so every other value keeps its name."""
     cache = _ONE_VALUE_CONSTS.get(b.graph)
     if cache is None or cache[0] is not b.ops:
