@@ -12,42 +12,23 @@ rewriter, which places them where the matched op stood.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import FrozenInstanceError
-from typing import Any
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.builder import Builder
 from tfl2tosa.ir.core import Graph, Module, Op, Value
+from tfl2tosa.ir.types import Frozen
 
 
-class Failure:
-    """A pattern's "no match", with the reason a user would want to read.
-
-    Immutable and compared by its reason, as a frozen dataclass would be (written
-    out: creating a dataclass costs time at import, which every command pays).
-    """
+class Failure(Frozen):
+    """A pattern's "no match", with the reason a user would want to read
+    (immutable, compared by its reason)."""
 
     reason: str
 
+    _fields = ("reason",)
+
     def __init__(self, reason: str) -> None:
-        self.__dict__["reason"] = reason
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self.reason == other.reason  # type: ignore[attr-defined]
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.reason,))
-
-    def __repr__(self) -> str:
-        return f"Failure(reason={self.reason!r})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
+        self._set(reason)
 
 
 PatternResult = Sequence[Value] | Failure | None

@@ -16,11 +16,12 @@ import numpy as np
 from tfl2tosa.errors import IRError
 
 
-class _Frozen:
+class Frozen:
     """An immutable value compared, hashed and shown by its `_fields`.
 
     What `@dataclass(frozen=True)` generates, written out once: creating a
-    dataclass costs time at import, and every command imports these types.
+    dataclass costs time at import, and every command imports these types, the
+    TOSA op table's records, verifier violations and pattern failures.
     Subclasses set their fields in `__init__` with `_set`, in `_fields` order
     (assignment raises FrozenInstanceError, as for a frozen dataclass). The
     tuple of field values is kept (`_k`), so comparing and hashing, which every
@@ -70,7 +71,7 @@ class _Frozen:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-class ScalarType(_Frozen):
+class ScalarType(Frozen):
     """A scalar element type, named as MLIR names it (`f32`, `i8`, `ui8`, ...)."""
 
     _fields = __match_args__ = ("name", "bits", "kind")
@@ -195,7 +196,7 @@ def _check_storage(storage: ScalarType, expressed: ScalarType,
     return lo, hi
 
 
-class UniformQuantized(_Frozen):
+class UniformQuantized(Frozen):
     """`!quant.uniform<storage<min:max>:expressed, scale:zero_point>` (per tensor)."""
 
     _fields = __match_args__ = ("storage", "expressed", "scale", "zero_point", "storage_min",
@@ -235,7 +236,7 @@ class UniformQuantized(_Frozen):
         return text
 
 
-class UniformQuantizedPerAxis(_Frozen):
+class UniformQuantizedPerAxis(Frozen):
     """`!quant.uniform<storage:expressed:axis, {s0:zp0, s1:zp1, ...}>`.
 
     The integrity rules that depend on the tensor (rank > axis, axis size ==
@@ -297,7 +298,7 @@ class UniformQuantizedPerAxis(_Frozen):
                 f"{{{params}}}>")
 
 
-class UniformQuantizedBlockwise(_Frozen):
+class UniformQuantizedBlockwise(Frozen):
     """Blockwise quantization (TFLite's `BlockwiseQuantization` details, which
     AI Edge Quantizer writes for XNNPACK): the last axis is cut into blocks of
     `block_size` values and block k of row r has its own scale and zero point,
@@ -375,7 +376,7 @@ def expressed_type(element: ElementType) -> ScalarType:
 DYNAMIC = -1
 
 
-class TensorType(_Frozen):
+class TensorType(Frozen):
     """A tensor type: `shape` is a tuple (-1 marks a dynamic dim), or None if unranked."""
 
     _fields = __match_args__ = ("shape", "element")
@@ -438,7 +439,7 @@ class TensorType(_Frozen):
         return f"tensor<{dims}{self.element}>"
 
 
-class ShapeType(_Frozen):
+class ShapeType(Frozen):
     """TOSA's `!tosa.shape<rank>`: a compile-time list of index values."""
 
     _fields = __match_args__ = ("rank",)
@@ -451,7 +452,7 @@ class ShapeType(_Frozen):
         return f"!tosa.shape<{self.rank}>"
 
 
-class NoneType(_Frozen):
+class NoneType(Frozen):
     """MLIR's `none`: the type of an omitted optional operand (`tfl.no_value`)."""
 
     def __str__(self) -> str:

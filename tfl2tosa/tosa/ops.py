@@ -30,43 +30,12 @@ left out), the flatbuffer schema `tosa.fbs` of tosa-tools 2026.8.0 for
 
 from __future__ import annotations
 
-# FrozenInstanceError only: the IR's modules import dataclasses anyway.
-from dataclasses import FrozenInstanceError
 from typing import Any
 
-
-class _Record:
-    """Immutable, compared and hashed by its fields, as a frozen dataclass is
-    (written out: the dataclass decorator costs time at import, which every
-    command pays)."""
-
-    _fields: tuple[str, ...] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        values = self.__dict__
-        return tuple(values[name] for name in self._fields)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()  # type: ignore[attr-defined]
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        values = self.__dict__
-        fields = ", ".join(f"{name}={values[name]!r}" for name in self._fields)
-        return f"{self.__class__.__qualname__}({fields})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
+from tfl2tosa.ir.types import Frozen
 
 
-class Arg(_Record):
+class Arg(Frozen):
     """One operand or result, as the specification's argument table lists it."""
 
     name: str        # specification name: "input", "weight", "input_zp", ...
@@ -83,11 +52,10 @@ class Arg(_Record):
 
     def __init__(self, name: str, kind: str, type_var: str, shape: str = "", ctc: bool = False,
                  rank: tuple[int, int] | None = None) -> None:
-        self.__dict__.update(name=name, kind=kind, type_var=type_var, shape=shape, ctc=ctc,
-                             rank=rank)
+        self._set(name, kind, type_var, shape, ctc, rank)
 
 
-class Attr(_Record):
+class Attr(Frozen):
     """One attribute: specification name, value type, flatbuffer field."""
 
     name: str
@@ -104,11 +72,10 @@ class Attr(_Record):
 
     def __init__(self, name: str, type: str, fbs_field: str, default: Any = None,
                  optional: bool = False) -> None:
-        self.__dict__.update(name=name, type=type, fbs_field=fbs_field, default=default,
-                             optional=optional)
+        self._set(name, type, fbs_field, default, optional)
 
 
-class TypeMode(_Record):
+class TypeMode(Frozen):
     """One allowed element-type combination and the profile/extension that allows it."""
 
     name: str                  # specification mode name, e.g. "signed 8x8 with int32 accumulate"
@@ -121,15 +88,14 @@ class TypeMode(_Record):
 
     def __init__(self, name: str, types: dict[str, str], profiles: tuple[str, ...],
                  params: dict[str, int] | None = None) -> None:
-        self.__dict__.update(name=name, types=types, profiles=profiles,
-                             params={} if params is None else params)
+        self._set(name, types, profiles, {} if params is None else params)
 
     def allowed(self, enabled: frozenset[str] | set[str]) -> bool:
         """True if one of the alternatives in `profiles` is fully enabled."""
         return any(all(part in enabled for part in alt.split("+")) for alt in self.profiles)
 
 
-class OpDef(_Record):
+class OpDef(Frozen):
     name: str                  # specification name, e.g. "CONV2D"
     mlir: str                  # our IR / MLIR op name, e.g. "tosa.conv2d"
     chapter: str               # "tensor", "activation", "elementwise-binary", ...
@@ -148,9 +114,7 @@ class OpDef(_Record):
                  outputs: tuple[Arg, ...], attrs: tuple[Attr, ...] = (),
                  modes: tuple[TypeMode, ...] = (), fbs_op: int = 0, fbs_attr: str = "",
                  notes: tuple[str, ...] = ()) -> None:
-        self.__dict__.update(name=name, mlir=mlir, chapter=chapter, inputs=inputs,
-                             outputs=outputs, attrs=attrs, modes=modes, fbs_op=fbs_op,
-                             fbs_attr=fbs_attr, notes=notes)
+        self._set(name, mlir, chapter, inputs, outputs, attrs, modes, fbs_op, fbs_attr, notes)
 
     def attr(self, name: str) -> Attr:
         for a in self.attrs:

@@ -26,13 +26,13 @@ operand's values, or which op makes it, run on each op (`OpCheck.defer`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import FrozenInstanceError
 from typing import Any
 
 import numpy as np
 
 from tfl2tosa.errors import VerificationError
 from tfl2tosa.ir.core import Graph, Module, Op
+from tfl2tosa.ir.types import Frozen
 from tfl2tosa.tosa.ops import BY_MLIR, EXTENSION_PROFILES, EXTENSIONS, OpDef
 
 # Registers the rules of the operators that name graphs or variables.
@@ -48,42 +48,18 @@ DEFAULT_EXTENSIONS = tuple(e for e in EXTENSIONS if e != "EXT-DYNAMIC")
 MESSAGE_VIOLATIONS = 5
 
 
-class Violation:
-    """One way a graph breaks the specification.
-
-    Immutable and compared by its fields, as a frozen dataclass would be
-    (written out: creating a dataclass class is slow at import, which every
-    conversion pays).
-    """
+class Violation(Frozen):
+    """One way a graph breaks the specification (immutable, compared by its fields)."""
 
     op: Op | None       # None for graph-level problems (an undefined output)
     graph: str
     loc: str
     message: str
 
+    _fields = ("op", "graph", "loc", "message")
+
     def __init__(self, op: Op | None, graph: str, loc: str, message: str) -> None:
-        self.__dict__.update(op=op, graph=graph, loc=loc, message=message)
-
-    def _fields(self) -> tuple[Op | None, str, str, str]:
-        return self.op, self.graph, self.loc, self.message
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._fields() == other._fields()  # type: ignore[attr-defined]
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (f"Violation(op={self.op!r}, graph={self.graph!r}, loc={self.loc!r}, "
-                f"message={self.message!r})")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
+        self._set(op, graph, loc, message)
 
     def __str__(self) -> str:
         what = self.op.name if self.op is not None else f"graph {self.graph!r}"
