@@ -18,6 +18,7 @@ from legalize.registry import Registered, op_key, patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
 from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized, storage_type
+from tfl2tosa.memo import BoundedMemo
 
 
 # Ops that have no lowering of their own: consumers read them, DCE removes them.
@@ -62,28 +63,21 @@ def _element_text(t: object) -> str:
         if text is None:
             text = (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
                     f"{{{len(q.scales)} scales}}>")
-            _remember_text(_PER_AXIS_TEXTS, request, text)
+            _PER_AXIS_TEXTS.keep(request, text)
         return text
     text = _ELEMENT_TEXTS.get(q)
     if text is None:
         text = str(q)
-        _remember_text(_ELEMENT_TEXTS, q, text)
+        _ELEMENT_TEXTS.keep(q, text)
     return text
-
-
-def _remember_text(texts: dict, key: object, text: str) -> None:
-    if len(texts) >= _MAX_ELEMENT_TEXTS:
-        texts.clear()
-    texts[key] = text
 
 
 # element type -> its text: a model's values share a few types, and spelling a
 # quantized one formats its scale. Bounded, as a long-lived process converts
 # model after model.
-_ELEMENT_TEXTS: dict[object, str] = {}
+_ELEMENT_TEXTS: BoundedMemo = BoundedMemo()
 # (storage, its range, expressed type, axis, scale count) -> a per-axis type's text
-_PER_AXIS_TEXTS: dict[tuple, str] = {}
-_MAX_ELEMENT_TEXTS = 4096
+_PER_AXIS_TEXTS: BoundedMemo = BoundedMemo()
 
 
 def element_signature(op: Op) -> str:

@@ -50,6 +50,7 @@ from tfl2tosa.ir.types import (
     i32,
     storage_type,
 )
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tosa import build
 from tfl2tosa.tosa.build import Elementwise
 
@@ -231,17 +232,14 @@ def quantize_multipliers(scales: Sequence[float] | np.ndarray,
         known = _quantize_multipliers(values, scale32)
         for array in known:
             array.flags.writeable = False  # handed out again
-        if len(_QUANTIZED_MULTIPLIERS) >= _MAX_QUANTIZED_MULTIPLIERS:
-            _QUANTIZED_MULTIPLIERS.clear()
-        _QUANTIZED_MULTIPLIERS[key] = known
+        _QUANTIZED_MULTIPLIERS.keep(key, known)
     return known
 
 
 # (shape, bytes of the float64 scales, scale32) -> (multipliers, shifts): a model
 # asks for the same scales op after op (unit widenings, ADD's input scales, layers
 # that share their quantization). Bounded for processes that convert many models.
-_QUANTIZED_MULTIPLIERS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-_MAX_QUANTIZED_MULTIPLIERS = 4096
+_QUANTIZED_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
 def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir import types as t
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tflite_import.flat import I32, U8, U16, Table
 from tfl2tosa.tflite_import.source import int_vector, reading, text
 
@@ -162,8 +163,7 @@ def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> An
 
 
 # (options class, its table's bytes) -> attributes, for tables of numbers only.
-_DECODED_OPTIONS: dict[tuple[type, bytes, bytes], dict[str, Any]] = {}
-_DECODED_OPTIONS_KEPT = 4096
+_DECODED_OPTIONS: BoundedMemo = BoundedMemo()
 _NUMBERS = frozenset({int, float, bool})
 
 
@@ -228,9 +228,7 @@ def options_attrs(buf: Any, position: int, options_class: type, what: str) -> di
             return dict(decoded)
     attrs, numeric = _decode_options(buf, position, options_class, what)
     if key is not None and numeric:
-        if len(_DECODED_OPTIONS) >= _DECODED_OPTIONS_KEPT:
-            _DECODED_OPTIONS.clear()
-        _DECODED_OPTIONS[key] = dict(attrs)
+        _DECODED_OPTIONS.keep(key, dict(attrs))
     return attrs
 
 

@@ -41,6 +41,7 @@ from tfl2tosa.ir.types import (
     numpy_dtype,
     storage_type,
 )
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tosa.ops import BY_MLIR, OpDef
 
 _ELEMENT_OF_DTYPE: dict[str, ScalarType] = {
@@ -196,8 +197,7 @@ OneValue = tuple[tuple[Any, ...], np.ndarray, ElementType]
 # and the element) -> what it becomes: the same request always converts and
 # checks the same way, so a repeat skips both. Bounded, as a long-lived process
 # converts model after model.
-_ONE_VALUE_REQUESTS: dict[tuple[Any, ...], OneValue] = {}
-_MAX_ONE_VALUE_REQUESTS = 4096
+_ONE_VALUE_REQUESTS: BoundedMemo = BoundedMemo()
 
 
 def _one_value(values: np.ndarray, element: ElementType | None) -> OneValue:
@@ -214,14 +214,9 @@ def _one_value(values: np.ndarray, element: ElementType | None) -> OneValue:
         key = (converted.shape, converted.dtype.str, converted.tobytes(), str(element))
         known = key, converted, element
         if request is not None:
-            _remember(_ONE_VALUE_REQUESTS, request, known)
+            _ONE_VALUE_REQUESTS.keep(request, known)
     return known
 
-
-def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(memo) >= _MAX_ONE_VALUE_REQUESTS:
-        memo.clear()
-    memo[key] = value
 
 
 def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
@@ -282,12 +277,12 @@ def zero_point(b: Builder, zp: float, element: ElementType) -> Value:
         value = _wrap(int(zp), scalar.bits) if scalar.is_integer else zp
         known = _one_value(np.array([value], dtype=numpy_dtype(scalar)), scalar)
         if request is not None:
-            _remember(_ZERO_POINTS, request, known)
+            _ZERO_POINTS.keep(request, known)
     return _one_value_const(b, *known)
 
 
 # (integer zero point, signless storage type) -> the one-value constant it is
-_ZERO_POINTS: dict[tuple[int, ScalarType], OneValue] = {}
+_ZERO_POINTS: BoundedMemo = BoundedMemo()
 
 
 # ---------------------------------------------------------------------------
@@ -417,7 +412,7 @@ def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 # (number, element, rank) -> the [1] * rank constant it is: expressions ask for
 # the same few scalars (0, 1/2, 127, ...) over and over.
-_SCALARS: dict[tuple[Any, ...], OneValue] = {}
+_SCALARS: BoundedMemo = BoundedMemo()
 
 
 def scalar(b: Builder, value: float | bool, elem: ElementType, rank: int) -> Value:
@@ -434,7 +429,7 @@ def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
     if known is None:
         known = _one_value(np.full((1,) * rank, value, dtype=numpy_dtype(elem)), elem)
         if plain:
-            _remember(_SCALARS, request, known)
+            _SCALARS.keep(request, known)
     return known
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from tfl2tosa.errors import IRError, TosaFileError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import ShapeType, TensorType, Type
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tosa import ops as tosa_ops
 from tfl2tosa.tosa.fbs import tosa_generated as fb
 from tfl2tosa.tosa.fbs.encoding import (
@@ -432,8 +433,7 @@ _OP_BY_ENUM = {d.fbs_op: (d, d.mlir, _OPERATOR_KINDS.get(d.name, _GENERIC))
 # give the flat view or None if it has it).
 _ConstantLayout = tuple[np.dtype, int, int, "tuple[int, ...] | None"]
 _TensorKind = tuple[TensorType, "_ConstantLayout | None", "struct.Struct | None"]
-_TENSOR_KINDS: dict[tuple, _TensorKind] = {}
-_TENSOR_KIND_LIMIT = 1 << 14
+_TENSOR_KINDS: BoundedMemo = BoundedMemo(1 << 14)
 
 
 class _Reader:
@@ -454,8 +454,6 @@ class _Reader:
         key = (shape, dtype)
         found = _TENSOR_KINDS.get(key)
         if found is None:
-            if len(_TENSOR_KINDS) >= _TENSOR_KIND_LIMIT:
-                _TENSOR_KINDS.clear()
             tensor_type = TensorType(shape, ELEMENT_BY_DTYPE[dtype])
             plain = PLAIN_DTYPE_BY_DTYPE.get(dtype)
             layout = element = None
@@ -465,7 +463,7 @@ class _Reader:
                     count = math.prod(tensor_type.shape)
                     layout = (plain, count, plain.itemsize * count,
                               None if len(tensor_type.shape) == 1 else tensor_type.shape)
-            found = _TENSOR_KINDS[key] = (tensor_type, layout, element)
+            found = _TENSOR_KINDS.keep(key, (tensor_type, layout, element))
         return found
 
     def module(self) -> Module:
