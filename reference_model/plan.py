@@ -29,6 +29,7 @@ from tfl2tosa.errors import (ReferenceModelError, ResourceLimitError, SpecErrorI
                              Tfl2TosaError)
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.limits import check_tensor
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype
 from tfl2tosa.tosa import rules
 from tfl2tosa.tosa.ops import BY_MLIR, OPS, OpDef
@@ -194,7 +195,8 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
 # Step templates by op name and the ids of its operand and result types (the reader
 # shares one type object per distinct type; a tuple of ints hashes in C). Each entry
 # holds its types, so their ids stay theirs while the entry exists.
-_TEMPLATES: dict[tuple, tuple[tuple[Type, ...], _Template]] = {}
+_SIGNATURE_LIMIT = 1 << 14
+_TEMPLATES: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
 def _template(op: Op, key: tuple) -> _Template:
@@ -208,9 +210,7 @@ def _template(op: Op, key: tuple) -> _Template:
     if len(facts) == 1 and facts[0][0] is not None and facts[0][1] is not None:
         single = (facts[0][0], facts[0][1])
     template = _Template(spec_name, input_types, output_types, facts, single)
-    if len(_TEMPLATES) >= _SIGNATURE_LIMIT:
-        _TEMPLATES.clear()
-    _TEMPLATES[key] = ((*input_types, *output_types), template)
+    _TEMPLATES.keep(key, ((*input_types, *output_types), template))
     return template
 
 
@@ -341,15 +341,13 @@ def check_results(step: Step, results: list[np.ndarray]) -> list[np.ndarray]:
 
 # Per declared type: its numpy dtype, static shape and declared shape. Types are
 # immutable, and a model's values share a few dozen of them.
-_TYPE_FACTS: dict[Type, tuple[np.dtype | None, tuple[int, ...] | None,
-                              tuple[int, ...] | None]] = {}
+_TYPE_FACTS: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
 # The same, by the type object's identity: the reader shares one object per
 # distinct type, and an id look-up skips the type's Python-level __hash__. Each
 # entry keeps its type alive, so the id cannot be reused while the entry exists.
-_TYPE_FACTS_BY_ID: dict[int, tuple[Type, tuple[np.dtype | None, tuple[int, ...] | None,
-                                                tuple[int, ...] | None]]] = {}
+_TYPE_FACTS_BY_ID: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
 def _type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | None,
@@ -359,23 +357,15 @@ def _type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | No
         return known[1]
     try:
         facts = _TYPE_FACTS[value_type]
-        _remember_type_facts(value_type, facts)
+        _TYPE_FACTS_BY_ID.keep(id(value_type), (value_type, facts))
         return facts
     except KeyError:
         pass
     except TypeError:  # a type that cannot be hashed
         return _work_out_type_facts(value_type)
-    if len(_TYPE_FACTS) >= _SIGNATURE_LIMIT:
-        _TYPE_FACTS.clear()
-    facts = _TYPE_FACTS[value_type] = _work_out_type_facts(value_type)
-    _remember_type_facts(value_type, facts)
+    facts = _TYPE_FACTS.keep(value_type, _work_out_type_facts(value_type))
+    _TYPE_FACTS_BY_ID.keep(id(value_type), (value_type, facts))
     return facts
-
-
-def _remember_type_facts(value_type: Type, facts: tuple) -> None:
-    if len(_TYPE_FACTS_BY_ID) >= _SIGNATURE_LIMIT:
-        _TYPE_FACTS_BY_ID.clear()
-    _TYPE_FACTS_BY_ID[id(value_type)] = (value_type, facts)
 
 
 def _work_out_type_facts(value_type: Type) -> tuple[np.dtype | None, tuple[int, ...] | None,
@@ -412,12 +402,11 @@ def specification_name_or_none(op: Op) -> str | None:
 # nothing else, and models repeat the same few signatures many times. Keyed by the
 # types themselves (immutable, hashed once each), so every model read with the same
 # op and types shares the entry.
-_VALID_SIGNATURES: set[tuple] = set()
+_VALID_SIGNATURES: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 # The same signatures by the types' identities (op name, then the ids): a tuple of
 # ints hashes in C, the types' __hash__ is Python. Each entry's value holds its
 # types, so their ids stay theirs while the entry exists.
-_VALID_BY_ID: dict[tuple, tuple[Type, ...]] = {}
-_SIGNATURE_LIMIT = 1 << 14
+_VALID_BY_ID: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
 def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None = None,
@@ -433,15 +422,11 @@ def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None =
     try:
         if signature not in _VALID_SIGNATURES:
             check_type_mode(op, opdef)
-            if len(_VALID_SIGNATURES) >= _SIGNATURE_LIMIT:
-                _VALID_SIGNATURES.clear()
-            _VALID_SIGNATURES.add(signature)
+            _VALID_SIGNATURES.keep(signature, True)
     except TypeError:  # a type that cannot be hashed: check it every time
         check_type_mode(op, opdef)
         return
-    if len(_VALID_BY_ID) >= _SIGNATURE_LIMIT:
-        _VALID_BY_ID.clear()
-    _VALID_BY_ID[by_id] = (*input_types, *output_types)
+    _VALID_BY_ID.keep(by_id, (*input_types, *output_types))
 
 
 def _binding_values(op: Op) -> tuple:

@@ -11,6 +11,7 @@ import numpy as np
 from reference_model import numerics
 from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
 from tfl2tosa.ir.types import ScalarType, TensorType, numpy_dtype, storage_type
+from tfl2tosa.memo import BoundedMemo
 
 
 @kernel("CAST")
@@ -300,7 +301,7 @@ def _rescale_mode(in_bits: int, out_bits: int, in_zp: int, out_zp: int, scale32:
 # objects): (in_bits, out_bits, static input shape, output numpy dtype), or None for
 # types the prepared kernels leave to the kernel. Each entry holds its types, so
 # their ids stay theirs while it exists.
-_RESCALE_TYPES: dict[tuple[int, int], tuple[Any, Any, tuple | None]] = {}
+_RESCALE_TYPES: BoundedMemo = BoundedMemo(1 << 12)
 
 
 def _rescale_type_facts(in_type: Any, out_type: Any) -> tuple | None:
@@ -318,9 +319,7 @@ def _rescale_type_facts(in_type: Any, out_type: Any) -> tuple | None:
                 and (in_bits == 48 or _bits_held(in_element) == in_bits) \
                 and _bits_held(out_element) == out_bits:
             facts = (in_bits, out_bits, tuple(in_type.shape), numpy_dtype(out_element))
-    if len(_RESCALE_TYPES) >= 1 << 12:
-        _RESCALE_TYPES.clear()
-    _RESCALE_TYPES[(id(in_type), id(out_type))] = (in_type, out_type, facts)
+    _RESCALE_TYPES.keep((id(in_type), id(out_type)), (in_type, out_type, facts))
     return facts
 
 
