@@ -269,10 +269,12 @@ def cse_graph(graph: Graph) -> int:
     up by key.
     """
     # Ops without operands: key -> the first op kept with it, and (key, result
-    # types) -> the first kept with those types where they differ from its; keys
-    # that hold sampled arrays, with result types -> the ops kept with them.
+    # types) -> the first kept with those types where they differ from its. A
+    # key that holds sampled arrays -> the one op kept with it, or once there
+    # are more, result types -> the ops kept with them (most such keys have
+    # one op, whose types are never hashed).
     constants: dict[Hashable, Op] = {}
-    sampled: dict[Hashable, list[Op]] = {}
+    sampled: dict[Hashable, Op | dict[Hashable, list[Op]]] = {}
     # Pure ops with operands met so far and kept: the only ones an op can merge into.
     met: set[int] = set()
     kept: list[Op] = []
@@ -320,7 +322,7 @@ def _earlier_twin(op: Op, operands: list[Value], met: set[int]) -> Op | None:
 
 
 def _earlier_constant(op: Op, constants: dict[Hashable, Op],
-                      sampled: dict[Hashable, list[Op]]) -> Op | None:
+                      sampled: dict[Hashable, Op | dict[Hashable, list[Op]]]) -> Op | None:
     """The kept op without operands met before `op` that computes the same, if
     any; else `op` is recorded as the first with its key and types."""
     entry = _constant_key(op)
@@ -328,9 +330,12 @@ def _earlier_constant(op: Op, constants: dict[Hashable, Op],
         return None
     key, is_sampled = entry
     if is_sampled:
-        results = op.results
-        types = results[0].type if len(results) == 1 else _result_types(op)
-        candidates = sampled.setdefault((key, types), [])
+        group = sampled.setdefault(key, op)
+        if group is op:
+            return None
+        if group.__class__ is Op:  # a second op with this key: now group them by types
+            group = sampled[key] = {_result_types(group): [group]}
+        candidates = group.setdefault(_result_types(op), [])  # type: ignore[union-attr]
         first = next((c for c in candidates if _same_arrays(c, op)), None)
         if first is None:
             candidates.append(op)
@@ -340,14 +345,14 @@ def _earlier_constant(op: Op, constants: dict[Hashable, Op],
         return None
     if _same_result_types(first, op):
         return first
-    results = op.results
-    types = results[0].type if len(results) == 1 else _result_types(op)
-    first = constants.setdefault((key, types), op)
+    first = constants.setdefault((key, _result_types(op)), op)
     return None if first is op else first
 
 
-def _result_types(op: Op) -> tuple[Any, ...]:
-    return tuple(v.type for v in op.results)
+def _result_types(op: Op) -> Hashable:
+    """The op's result types as a dict key."""
+    results = op.results
+    return results[0].type if len(results) == 1 else tuple(v.type for v in results)
 
 
 def cse(module: Module) -> int:
