@@ -356,17 +356,24 @@ ElementType = Union[ScalarType, UniformQuantized, UniformQuantizedPerAxis,
 
 
 _QUANTIZED_TYPES = (UniformQuantized, UniformQuantizedPerAxis, UniformQuantizedBlockwise)
+# The classes themselves, for a test by class before isinstance (subclasses).
+_QUANTIZED_CLASSES = frozenset(_QUANTIZED_TYPES)
 
 
 def is_quantized(element: ElementType) -> bool:
-    return element.__class__ is not ScalarType and isinstance(element, _QUANTIZED_TYPES)
+    cls = element.__class__
+    return cls is not ScalarType and (cls in _QUANTIZED_CLASSES
+                                      or isinstance(element, _QUANTIZED_TYPES))
 
 
 def storage_type(element: ElementType) -> ScalarType:
     """The integer type a quantized element is stored as; other types unchanged."""
-    if element.__class__ is ScalarType:
+    cls = element.__class__
+    if cls is ScalarType:
         return element  # type: ignore[return-value]
-    return element.storage if is_quantized(element) else element  # type: ignore[union-attr]
+    if cls in _QUANTIZED_CLASSES or isinstance(element, _QUANTIZED_TYPES):
+        return element.storage  # type: ignore[union-attr]
+    return element  # type: ignore[return-value]
 
 
 def expressed_type(element: ElementType) -> ScalarType:

@@ -32,7 +32,7 @@ from typing import cast
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
-from tfl2tosa.ir.types import TensorType, Type, is_quantized
+from tfl2tosa.ir.types import ScalarType, TensorType, Type, is_quantized
 from tfl2tosa.quant.ops import QUANT_OPS, SCAST, element_of, stripped_type
 
 
@@ -122,30 +122,37 @@ class _Stripper:
         self.graph.outputs = outputs
         return tail
 
-    def op(self, op: Op) -> list[Op]:
-        """`op` with storage types, between scasts; returns the ops in order."""
-        before: list[Op] = []
+    def op(self, op: Op, ops: list[Op]) -> None:
+        """Append `op` with storage types, between scasts, to `ops`."""
+        bare = self.bare
         for index, value in enumerate(op.operands):
+            value_type = value.type
+            # Most operands: a plain tensor, not retyped here.
+            if (value_type.__class__ is TensorType and value_type.element.__class__ is ScalarType
+                    and id(value) not in bare):
+                continue
             stored, cast = self.to_storage(value, op.loc)
             if stored is not value:
                 op.set_operand(index, stored)
             if cast is not None:
-                before.append(cast)
-        after: list[Op] = []
+                ops.append(cast)
         if op.name == "tosa.const":
             _signless_payload(op)
+        ops.append(op)
         for value in op.results:
+            value_type = value.type
+            if value_type.__class__ is TensorType and value_type.element.__class__ is ScalarType:
+                continue
             if _is_quantized_value(value):
-                after.extend(self.retype(value, op.loc))
-        if before or after:
-            return [*before, op, *after]
-        return [op]
+                ops.extend(self.retype(value, op.loc))
 
 
 def _signless_payload(const: Op) -> None:
     """A uint8/uint16 constant's bytes, viewed (not copied) as the signless storage
     integers its stripped type declares."""
-    array = np.asarray(const.attrs["values"])
+    array = const.attrs["values"]
+    if array.__class__ is not np.ndarray:
+        array = np.asarray(array)
     if array.dtype.kind == "u" and array.dtype.itemsize in (1, 2):
         const.attrs["values"] = array.view(f"i{array.dtype.itemsize}")
 
@@ -157,7 +164,7 @@ def strip_graph_quant_types(graph: Graph) -> None:
         if op.name in QUANT_OPS:
             ops.append(op)
         else:
-            ops.extend(stripper.op(op))
+            stripper.op(op, ops)
     ops.extend(stripper.outputs())
     graph.ops = ops
 
