@@ -284,7 +284,7 @@ def cse_graph(graph: Graph) -> int:
         if op.name not in _NOT_PURE and op.results and not op.attrs.get("side_effect"):  # is_pure
             operands = op.operands
             if operands:
-                # Only an op that shares the first operand can be a twin.
+                # A twin shares every operand: none where one has no other user.
                 if len(operands[0].uses) > 1:
                     first = _earlier_twin(op, operands, met)
                 if first is None:
@@ -303,12 +303,20 @@ def cse_graph(graph: Graph) -> int:
 
 
 def _earlier_twin(op: Op, operands: list[Value], met: set[int]) -> Op | None:
-    """The kept op met before `op` that computes the same, if any: it uses the
-    same first operand, at index 0."""
+    """The kept op met before `op` that computes the same, if any: it is among
+    the users of each operand at that operand's index; those of the operand
+    with the fewest users are searched."""
+    at, uses = 0, operands[0].uses
+    for index in range(1, len(operands)):
+        other = operands[index].uses
+        if len(other) < len(uses):
+            at, uses = index, other
+    if len(uses) == 1:
+        return None
     name, count = op.name, len(operands)
     entry: tuple[Hashable, bool] | None | bool = False  # not built yet
-    for user, index in operands[0].uses:
-        if index or user is op or user.name != name or id(user) not in met:
+    for user, index in uses:
+        if index != at or user is op or user.name != name or id(user) not in met:
             continue
         user_operands = user.operands
         if len(user_operands) != count or any(
