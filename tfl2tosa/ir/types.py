@@ -434,7 +434,16 @@ class TensorType(Frozen):
         return int(np.prod(self.shape, dtype=np.int64))
 
     def with_element(self, element: ElementType) -> TensorType:
-        return TensorType(self.shape, element)
+        if element.__class__ is not ScalarType:
+            return TensorType(self.shape, element)
+        # This shape passed its checks when this type was made, and a plain
+        # element brings none.
+        new = _new_tensor_type(TensorType)
+        state = new.__dict__
+        state["shape"] = shape = self.shape
+        state["element"] = element
+        state["_k"] = (shape, element)
+        return new
 
     def with_shape(self, shape: tuple[int, ...] | None) -> TensorType:
         return TensorType(shape, self.element)
@@ -444,6 +453,9 @@ class TensorType(Frozen):
             return f"tensor<*x{self.element}>"
         dims = "".join(("?" if d == DYNAMIC else str(d)) + "x" for d in self.shape)
         return f"tensor<{dims}{self.element}>"
+
+
+_new_tensor_type = object.__new__
 
 
 class ShapeType(Frozen):
