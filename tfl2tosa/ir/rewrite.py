@@ -28,7 +28,10 @@ class Failure(Frozen):
     _fields = ("reason",)
 
     def __init__(self, reason: str) -> None:
-        self._set(reason)
+        # _set, written out: patterns that do not apply make one each.
+        state = self.__dict__
+        state["reason"] = reason
+        state["_k"] = (reason,)
 
 
 PatternResult = Sequence[Value] | Failure | None
