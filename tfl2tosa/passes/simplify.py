@@ -264,9 +264,9 @@ def cse_graph(graph: Graph) -> int:
 
     Each op merges into the op met before it that computes the same (there is
     at most one: of two such earlier ops the later merged into the first). An
-    op with operands finds it among the users of its first operand, so only ops
-    that share an operand have their keys built; ops without operands are looked
-    up by key.
+    op with operands finds it among the users of one of its operands, so only
+    ops that share every operand have their keys built; ops without operands
+    are looked up by key.
     """
     # Ops without operands: key -> the first op kept with it, and (key, result
     # types) -> the first kept with those types where they differ from its. A
