@@ -42,7 +42,7 @@ from tfl2tosa.errors import IRError, TosaFileError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import NoneType, ShapeType, TensorType, scalar_type
 from tfl2tosa.tosa import ops as tosa_ops
-from tfl2tosa.tosa.fbs import tosa_generated as fb
+from tfl2tosa.tosa.fbs import tosa_builders as fb
 from tfl2tosa.tosa.fbs.builder import Builder, TableLayout, table_layout
 from tfl2tosa.tosa.fbs.encoding import (
     dtype_of,

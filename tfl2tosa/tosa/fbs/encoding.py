@@ -19,7 +19,7 @@ import numpy as np
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.types import ElementType, ScalarType, numpy_dtype, scalar_type, storage_type
-from tfl2tosa.tosa.fbs.tosa_generated import DType
+from tfl2tosa.tosa.fbs.tosa_builders import DType
 
 # Our scalar type name -> flatbuffer DType. TOSA integers are signless: an
 # unsigned storage type (only meaningful to RESCALE's *_unsigned flags) is
