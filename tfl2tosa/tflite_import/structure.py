@@ -743,7 +743,8 @@ def _value_is_plain(value: Value, budget: _Budget) -> bool:
     elif cls is UniformQuantizedPerAxis:
         storage = element.storage
         if not (_all_within(element.scales, _MIN_SCALE, _MAX_SCALE)
-                and _all_within(element.zero_points, storage.min_value, storage.max_value)):
+                and _zero_points_within(element.zero_points, storage.min_value,
+                                        storage.max_value)):
             return False
         element = storage
     elif cls is not ScalarType:
@@ -813,6 +814,14 @@ def _all_within(values: tuple[float, ...], low: float, high: float) -> bool:
         total = sum(values)
         return total == total
     return False
+
+
+def _zero_points_within(zero_points: tuple[int, ...], low: int, high: int) -> bool:
+    """`_all_within` for zero points, which per-channel weights mostly hold as
+    all zeros (symmetric quantization): one count in C tells those apart."""
+    if zero_points and zero_points.count(0) == len(zero_points):
+        return low <= 0 <= high
+    return _all_within(zero_points, low, high)
 
 
 def _check_graph_recursion(module: Module) -> None:
