@@ -34,8 +34,8 @@ MAX_ELEMENTS = 1 << 36
 
 _FLOAT32 = np.dtype("<f4")  # QuantizationParameters.scale
 _INT64 = np.dtype("<i8")    # QuantizationParameters.zero_point
-F32 = struct.Struct("<f")
-I64 = struct.Struct("<q")
+_F32 = struct.Struct("<f")  # one scale, read without numpy
+_I64 = struct.Struct("<q")  # one zero point
 
 
 
@@ -152,11 +152,11 @@ def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
         if scale_count == 1 and scalar.is_integer:
             # One scale: its numbers read as they are, where `np.frombuffer`
             # would read them (and fail where it would fail).
-            scale = F32.unpack_from(buf, scales_start)[0]
+            scale = _F32.unpack_from(buf, scales_start)[0]
             zero_points_start, zero_point_count = quantization.vector(10)
             quantization.scalar(16, I32)  # the axis, unused here but read
             if zero_point_count == 1:
-                zero_point = I64.unpack_from(buf, zero_points_start)[0]
+                zero_point = _I64.unpack_from(buf, zero_points_start)[0]
             elif zero_point_count == 0 and zero_points_start <= len(buf):
                 zero_point = 0
             else:
