@@ -241,6 +241,8 @@ _IMPORTER_ATTRS = frozenset({"builtin_code", "op_name", "custom_code", "custom_o
 _GRAPH_REFERENCES = ("cond", "body", "then_branch", "else_branch", "callee",
                      "session_init_function", "decomposition", "comparator", "computation")
 _GRAPH_REFERENCE_SET = frozenset(_GRAPH_REFERENCES)
+# Attributes that are not options fields: the importer's and the graph names it adds.
+_NOT_OPTIONS = _IMPORTER_ATTRS | _GRAPH_REFERENCE_SET
 
 # Quantization scales are float32 in the schema; a subnormal one loses its precision
 # (and its reciprocal overflows), which no converter writes.
@@ -400,9 +402,9 @@ def _check_count(op: Op, what: str, count: int, bounds: tuple[int, int | None]) 
 
 def _check_options(op: Op, schema_name: str, signature: Signature) -> None:
     table = options_table(schema_name)
-    present = set(op.attrs) - _IMPORTER_ATTRS - set(_GRAPH_REFERENCES)
     if table is None:
         return
+    present = op.attrs.keys() - _NOT_OPTIONS
     fields = _option_fields(table)
     foreign = present - fields
     if foreign:
