@@ -111,3 +111,12 @@ def test_a_float_convert_loads_no_exact_rational_arithmetic(tmp_path):
     assert "legalize.conv" in modules["all"]
     for unused in ("fractions", "decimal"):
         assert unused not in modules["top"]
+
+
+def test_a_tosa_convert_loads_neither_the_mlir_printer_nor_the_fbs_readers(tmp_path):
+    model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
+    modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
+    assert (tmp_path / "m.tosa").stat().st_size > 0
+    assert "tfl2tosa.tosa.writer" in modules["all"]
+    for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated"):
+        assert unused not in modules["all"]

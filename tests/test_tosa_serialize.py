@@ -355,6 +355,53 @@ def test_writer_rejects_what_tosa_cannot_hold() -> None:
         write_tosa(const_module(np.array([300]), "i8"))
 
 
+def _op_of(case: tg.Case, name: str) -> Op:
+    return next(op for op in case.module.main.ops if op.name == name)
+
+
+def test_writer_refuses_values_beyond_int32_by_name() -> None:
+    pool = tg.build_case("AVG_POOL2D", OPS["AVG_POOL2D"].modes[0])
+    _op_of(pool, "tosa.avg_pool2d").attrs["stride"] = [1, 1 << 31]
+    with pytest.raises(IRError, match=r"tosa.avg_pool2d at .*: stride = \[1, 2147483648\] "
+                                      "does not fit int32"):
+        write_tosa(pool.module)
+    with pytest.raises(IRError, match=r"tensor 'c': shape \[1, 2147483648\] does not fit int32"):
+        write_tosa(_with_result_shape(const_module(np.zeros((1, 0)), "i8"), (1, 1 << 31)))
+    with pytest.raises(IRError, match=r"constant 'c' holds 2 values, its type .* needs 3"):
+        write_tosa(_with_result_shape(const_module(np.zeros(2), "i8"), (3,)))
+
+
+def _with_result_shape(module: Module, shape: tuple[int, ...]) -> Module:
+    (op,) = module.main.ops
+    op.results[0].type = TensorType(shape, op.results[0].type.element)
+    return module
+
+
+def test_integer_attributes_in_other_python_forms_write_the_same_bytes(tmp_path: Path) -> None:
+    # 1 and numpy integers for True, a tuple and numpy integers for a list of
+    # ints: the same file, also when an op of the same kind was written before.
+    def two_rescales(flags: object, kernel: object) -> bytes:
+        case = tg.build_case("RESCALE", OPS["RESCALE"].modes[0])
+        rescale = _op_of(case, "tosa.rescale")
+        twin = case.module.main.append(Op("tosa.rescale", list(rescale.operands),
+                                          [rescale.result.type],
+                                          {**rescale.attrs, "scale32": flags},
+                                          result_names=["twin"]))
+        case.module.main.set_outputs([*case.module.main.outputs, twin.result])
+        pool = tg.build_case("AVG_POOL2D", OPS["AVG_POOL2D"].modes[0])
+        _op_of(pool, "tosa.avg_pool2d").attrs["kernel"] = kernel
+        return write_tosa(case.module) + write_tosa(pool.module)
+
+    expected = two_rescales(True, [2, 2])
+    for flags, kernel in ((1, (2, 2)), (np.int64(1), [np.int32(2), 2]), (np.bool_(True), [2.0, 2])):
+        assert two_rescales(flags, kernel) == expected
+    case = tg.build_case("RESCALE", OPS["RESCALE"].modes[0])
+    _op_of(case, "tosa.rescale").attrs["scale32"] = 1
+    rescale = next(o for o in flatc_json(write_tosa(case.module), OUR_FBS, tmp_path)
+                   ["regions"][0]["blocks"][0]["operators"] if o["op"] == "RESCALE")
+    assert rescale["attribute"]["scale32"] is True
+
+
 def test_writer_rejects_a_dangling_branch_graph() -> None:
     case = tg.build_case("COND_IF", OPS["COND_IF"].modes[0])
     cond_if = next(op for op in case.module.main.ops if op.name == "tosa.cond_if")

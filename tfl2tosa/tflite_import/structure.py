@@ -241,6 +241,8 @@ _IMPORTER_ATTRS = frozenset({"builtin_code", "op_name", "custom_code", "custom_o
 _GRAPH_REFERENCES = ("cond", "body", "then_branch", "else_branch", "callee",
                      "session_init_function", "decomposition", "comparator", "computation")
 _GRAPH_REFERENCE_SET = frozenset(_GRAPH_REFERENCES)
+# Attributes that are not options fields: the importer's and the graph names it adds.
+_NOT_OPTIONS = _IMPORTER_ATTRS | _GRAPH_REFERENCE_SET
 
 # Quantization scales are float32 in the schema; a subnormal one loses its precision
 # (and its reciprocal overflows), which no converter writes.
@@ -400,9 +402,9 @@ def _check_count(op: Op, what: str, count: int, bounds: tuple[int, int | None]) 
 
 def _check_options(op: Op, schema_name: str, signature: Signature) -> None:
     table = options_table(schema_name)
-    present = set(op.attrs) - _IMPORTER_ATTRS - set(_GRAPH_REFERENCES)
     if table is None:
         return
+    present = op.attrs.keys() - _NOT_OPTIONS
     fields = _option_fields(table)
     foreign = present - fields
     if foreign:
@@ -743,7 +745,8 @@ def _value_is_plain(value: Value, budget: _Budget) -> bool:
     elif cls is UniformQuantizedPerAxis:
         storage = element.storage
         if not (_all_within(element.scales, _MIN_SCALE, _MAX_SCALE)
-                and _all_within(element.zero_points, storage.min_value, storage.max_value)):
+                and _zero_points_within(element.zero_points, storage.min_value,
+                                        storage.max_value)):
             return False
         element = storage
     elif cls is not ScalarType:
@@ -813,6 +816,14 @@ def _all_within(values: tuple[float, ...], low: float, high: float) -> bool:
         total = sum(values)
         return total == total
     return False
+
+
+def _zero_points_within(zero_points: tuple[int, ...], low: int, high: int) -> bool:
+    """`_all_within` for zero points, which per-channel weights mostly hold as
+    all zeros (symmetric quantization): one count in C tells those apart."""
+    if zero_points and zero_points.count(0) == len(zero_points):
+        return low <= 0 <= high
+    return _all_within(zero_points, low, high)
 
 
 def _check_graph_recursion(module: Module) -> None:

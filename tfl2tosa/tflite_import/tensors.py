@@ -7,6 +7,7 @@ the model's memory (the mmap of the file, or the bytes given to `load`).
 from __future__ import annotations
 
 import math
+import struct
 from functools import lru_cache
 from typing import Any
 
@@ -33,6 +34,8 @@ MAX_ELEMENTS = 1 << 36
 
 _FLOAT32 = np.dtype("<f4")  # QuantizationParameters.scale
 _INT64 = np.dtype("<i8")    # QuantizationParameters.zero_point
+_F32 = struct.Struct("<f")  # one scale, read without numpy
+_I64 = struct.Struct("<q")  # one zero point
 
 
 
@@ -145,6 +148,22 @@ def read_plain_tensor(tensor: Table, index: int) -> TensorInfo | None:
         quantization = Table(buf, at + U32.unpack_from(buf, at)[0])
         if quantization.scalar(12, U8) == _BLOCKWISE_DETAILS:
             return None
+        scales_start, scale_count = quantization.vector(8)
+        if scale_count == 1 and scalar.is_integer:
+            # One scale: its numbers read as they are, where `np.frombuffer`
+            # would read them (and fail where it would fail).
+            scale = _F32.unpack_from(buf, scales_start)[0]
+            zero_points_start, zero_point_count = quantization.vector(10)
+            quantization.scalar(16, I32)  # the axis, unused here but read
+            if zero_point_count == 1:
+                zero_point = _I64.unpack_from(buf, zero_points_start)[0]
+            elif zero_point_count == 0 and zero_points_start <= len(buf):
+                zero_point = 0
+            else:
+                return None
+            element = UniformQuantized(scalar, t.f32, scale, zero_point)
+            return TensorInfo(index, name, TensorType(shape, element), buffer, is_variable, None,
+                              signature if signature and signature != shape else None)
         scales = quantization.array(8, _FLOAT32)
         if scales.size and scalar.is_integer:
             zero_points = quantization.array(10, _INT64)

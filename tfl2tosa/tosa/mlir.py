@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from tfl2tosa.errors import IRError
-from tfl2tosa.ir import printer as generic_printer
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import (
     ElementType,
@@ -203,7 +202,7 @@ def _index_dense(values: list[int]) -> str:
 
 def format_tosa_attr(op: Op, name: str, value: Any, elide: int | None = None) -> str | None:
     """Attribute text as the TOSA dialect types it, or None if `name` is not a
-    TOSA attribute of `op` (also registered for the generic IR printer)."""
+    TOSA attribute of `op` (also the generic IR printer's, through `tfl2tosa.tosa`)."""
     definition = tosa_ops.BY_MLIR.get(op.name)
     if definition is None:
         return None
@@ -239,11 +238,6 @@ def format_tosa_attr(op: Op, name: str, value: Any, elide: int | None = None) ->
     if kind == "var_type":
         return _element_text(scalar_type(str(value)))
     return None
-
-
-generic_printer.ATTR_FORMATTERS["tosa"] = (
-    lambda op, name, value: format_tosa_attr(op, name, value,
-                                             generic_printer.DEFAULT_ELIDE_ELEMENTS))
 
 
 # ---------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from tfl2tosa.errors import IRError, TosaFileError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import NoneType, ShapeType, TensorType, scalar_type
 from tfl2tosa.tosa import ops as tosa_ops
-from tfl2tosa.tosa.fbs import tosa_generated as fb
+from tfl2tosa.tosa.fbs import tosa_builders as fb
 from tfl2tosa.tosa.fbs.builder import Builder, TableLayout, table_layout
 from tfl2tosa.tosa.fbs.encoding import (
     dtype_of,
@@ -237,7 +237,8 @@ class _AttributePlan:
     """How one op kind is written: its Op enum value and its attribute table's
     stored attributes and layout."""
 
-    __slots__ = ("attrs", "fbs_op", "fields", "layout", "table", "union_type")
+    __slots__ = ("absent_values", "attrs", "fbs_op", "fields", "layout", "names",
+                 "numbers_only", "table", "union_type")
 
     def __init__(self, fbs_op: int, table: str, union_type: int,
                  attrs: tuple[tosa_ops.Attr, ...], layout: TableLayout) -> None:
@@ -251,6 +252,15 @@ class _AttributePlan:
         self.fields = tuple((attr, attr.name, attr.default, default, attr.type,
                              _ENUM_VALUES.get(attr.type))
                             for attr, (_, _, default) in zip(attrs, layout.fields))
+        self.names = tuple(attr.name for attr in attrs)
+        self.absent_values = tuple(attr.default for attr in attrs)
+        # Every field a number (no vector or string to build per table): the
+        # table's field values follow from the attribute values alone.
+        self.numbers_only = bool(attrs) and all(attr.type in _NUMBER_KINDS for attr in attrs)
+
+
+# Attribute types stored as one number: a bool, an int32 or an enum's value.
+_NUMBER_KINDS = frozenset({"bool", "i32", *_ENUM_VALUES})
 
 
 _PLANS: dict[str, _AttributePlan] = {}
@@ -310,6 +320,9 @@ class _Serializer:
         self.blobs: list[_Blob] = []
         # (element type, int) -> a `value` attribute's padded bytes: clamps repeat bounds
         self.encoded_values: dict[tuple[Any, int], bytes] = {}
+        # (plan, its attribute values) -> the field values of a numbers-only table:
+        # ops of a kind repeat their flags and modes (every RESCALE of a model, say)
+        self.number_fields: dict[tuple[_AttributePlan, tuple[Any, ...]], tuple[Any, ...]] = {}
         self.dtypes: dict[int, int] = {}  # id of an element type -> its flatbuffer DType
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
@@ -422,11 +435,13 @@ class _Serializer:
         dims = tensor_type.shape
         ranked = dims is not None
         name = b.CreateSharedString(tensor.name)
-        if not ranked:
-            dims = ()
-        elif dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
-            raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit int32")
-        shape = b.CreateInt32Vector(dims)
+        try:
+            shape = b.CreateInt32Vector(dims if ranked else ())
+        except struct.error:
+            if min(dims) < -(1 << 31) or max(dims) >= 1 << 31:
+                raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit "
+                              "int32") from None
+            raise
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else 0)
         if tensor.data is not None and tensor.blob is None:
@@ -446,7 +461,9 @@ class _Serializer:
 
     @staticmethod
     def _check_data_size(tensor: _Tensor) -> None:
-        if tensor.type.is_static and tensor.data is not None:
+        if tensor.data is None or tensor.data.shape == tensor.type.shape:
+            return  # the usual case: the values have the type's (static) shape
+        if tensor.type.is_static:
             count = math.prod(tensor.type.shape)  # type: ignore[arg-type]
             if tensor.data.size != count:
                 raise IRError(f"constant {tensor.name!r} holds {tensor.data.size} values, its "
@@ -519,6 +536,21 @@ class _Serializer:
                 inputs, outputs)
 
     def _attribute_table(self, op: Op, plan: _AttributePlan) -> int:
+        if plan.numbers_only:
+            # Values that compare equal give the same fields (True, 1 and 1.0 all
+            # write 1); a value that cannot be written is refused by the field
+            # by field path and never kept.
+            key = (plan, tuple(map(op.attrs.get, plan.names, plan.absent_values)))
+            try:
+                values = self.number_fields.get(key)
+            except TypeError:  # an unhashable value: written (or refused) field by field
+                return self.builder.Table(plan.layout, self._attribute_values(op, plan))
+            if values is None:
+                values = self.number_fields[key] = tuple(self._attribute_values(op, plan))
+            return self.builder.Table(plan.layout, values)
+        return self.builder.Table(plan.layout, self._attribute_values(op, plan))
+
+    def _attribute_values(self, op: Op, plan: _AttributePlan) -> list[Any]:
         # Children (vectors, strings) must be built before the table is started.
         # An absent attribute takes its field's default: the table leaves it out.
         attrs = op.attrs
@@ -535,7 +567,7 @@ class _Serializer:
                 values.append(codes[value])
             else:
                 values.append(self._attribute_value(op, plan.table, attr, value))
-        return self.builder.Table(plan.layout, values)
+        return values
 
     def _attribute_value(self, op: Op, table: str, attr: tosa_ops.Attr, value: Any) -> Any:
         b = self.builder
@@ -547,6 +579,13 @@ class _Serializer:
                 return value
             return _int32s(op, attr, [value])[0]
         if kind == "i32[]":
+            if value.__class__ in (list, tuple):
+                try:  # the usual form, packed as it is
+                    return b.CreateInt32Vector(value)
+                except struct.error:
+                    # Not all int32s. The failed pack only aligned the buffer,
+                    # as the call below would: it converts them or says why not.
+                    pass
             return b.CreateInt32Vector(_int32s(op, attr, value))
         if kind in _ENUM_VALUES:
             code = _ENUM_VALUES[kind].get(str(value))

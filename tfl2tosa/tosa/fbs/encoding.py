@@ -19,7 +19,7 @@ import numpy as np
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.types import ElementType, ScalarType, numpy_dtype, scalar_type, storage_type
-from tfl2tosa.tosa.fbs.tosa_generated import DType
+from tfl2tosa.tosa.fbs.tosa_builders import DType
 
 # Our scalar type name -> flatbuffer DType. TOSA integers are signless: an
 # unsigned storage type (only meaningful to RESCALE's *_unsigned flags) is
@@ -43,13 +43,14 @@ _ITEM_SIZE = {DType.BOOL: 1, DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DTyp
               DType.FP32: 4, DType.FP16: 2, DType.BF16: 2, DType.FP8E4M3: 1,
               DType.FP8E5M2: 1}
 # Little-endian numpy dtype of the stored bytes, for the types numpy holds natively.
-_STORED = {DType.INT8: "<i1", DType.INT16: "<i2", DType.INT32: "<i4", DType.FP32: "<f4",
-           DType.FP16: "<f2"}
+_STORED = {DType.INT8: np.dtype("<i1"), DType.INT16: np.dtype("<i2"),
+           DType.INT32: np.dtype("<i4"), DType.FP32: np.dtype("<f4"),
+           DType.FP16: np.dtype("<f2")}
 # DType -> the numpy dtype its stored bytes are when they are the values as they are
 # (stored little-endian in the element type's own numpy dtype): decoding is a view.
 PLAIN_DTYPE_BY_DTYPE: dict[int, np.dtype] = {
-    dtype: np.dtype(stored) for dtype, stored in _STORED.items()
-    if np.dtype(stored) == numpy_dtype(ELEMENT_BY_DTYPE[dtype])
+    dtype: stored for dtype, stored in _STORED.items()
+    if stored == numpy_dtype(ELEMENT_BY_DTYPE[dtype])
 }
 
 
@@ -87,8 +88,8 @@ def encode_data(values: np.ndarray, element: ElementType) -> np.ndarray:
     scalar = storage_type(element)
     dtype = dtype_of(scalar)
     array = np.asarray(values)
-    if dtype in _STORED:
-        target = np.dtype(_STORED[dtype])
+    target = _STORED.get(dtype)
+    if target is not None:
         if array.dtype != target:
             if target.kind == "i":
                 # Unsigned storage is written as the same bits, signed.
@@ -143,8 +144,8 @@ def decode_data(raw: np.ndarray, element: ScalarType, shape: tuple[int, ...]) ->
         raise IRError(f"{element}{list(shape)} needs {need} data bytes, found {raw.size}")
     raw = raw[:need]
     if dtype in _STORED and element.__hash__ is not None \
-            and np.dtype(_STORED[dtype]) == numpy_dtype(element):
-        _PLAIN_STORAGE[element] = np.dtype(_STORED[dtype])
+            and _STORED[dtype] == numpy_dtype(element):
+        _PLAIN_STORAGE[element] = _STORED[dtype]
     if dtype in _STORED:
         values = raw.view(_STORED[dtype])
     elif dtype == DType.BOOL:

@@ -1,12 +1,19 @@
-"""Regenerate `tosa_generated.py` from `schemas/tosa.fbs` with `flatc --python`.
+"""Regenerate `tosa_generated.py` and `tosa_builders.py` from `schemas/tosa.fbs`
+with `flatc --python`.
 
 Usage: `python -m tfl2tosa.tosa.fbs.generate [--check]`. flatc is looked up
 next to the Python interpreter (tosa-tools installs one) and then on PATH.
-`--check` exits 1 if the committed file differs from what flatc produces.
+`--check` exits 1 if a committed file differs from what flatc produces.
+
+`tosa_builders.py` is flatc's output less the reader classes: the enums and
+the `<Table>Start` / `<Table>Add<Field>` / `<Table>End` functions, all that
+the writer uses. Every conversion imports the writer, and the reader classes
+are most of what importing the whole generated module costs.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -16,12 +23,23 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 SCHEMA = PACKAGE_DIR.parents[2] / "schemas" / "tosa.fbs"
 OUTPUT = PACKAGE_DIR / "tosa_generated.py"
+BUILDERS_OUTPUT = PACKAGE_DIR / "tosa_builders.py"
 
 HEADER = """\
 # Generated from schemas/tosa.fbs by `python -m tfl2tosa.tosa.fbs.generate`
 # (flatc --python --gen-onefile). Do not edit; regenerate instead.
 # ruff: noqa
 """
+
+BUILDERS_HEADER = """\
+# Generated from schemas/tosa.fbs by `python -m tfl2tosa.tosa.fbs.generate`:
+# flatc's enums and builder functions without its reader classes (those are in
+# tosa_generated.py). Do not edit; regenerate instead.
+# ruff: noqa
+"""
+
+# flatc's numpy probe: only reader classes would use `np`.
+_NUMPY_PROBE = ("from flatbuffers.compat import import_numpy\n", "np = import_numpy()\n")
 
 
 def find_flatc() -> str:
@@ -34,20 +52,49 @@ def find_flatc() -> str:
     return found
 
 
-def generate() -> str:
-    """The text of tosa_generated.py for the current schema."""
+def flatc_output() -> str:
+    """flatc's single-file Python for the current schema."""
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([find_flatc(), "--python", "--gen-onefile", "-o", out, str(SCHEMA)],
                        check=True, capture_output=True)
-        generated = (Path(out) / "tosa_generated.py").read_text()
-    return HEADER + generated
+        return (Path(out) / "tosa_generated.py").read_text()
+
+
+def generate() -> str:
+    """The text of tosa_generated.py for the current schema."""
+    return HEADER + flatc_output()
+
+
+def builders(generated: str) -> str:
+    """flatc's output without its reader classes (a class with a `_tab` slot)
+    and without the numpy probe."""
+    lines = generated.splitlines(keepends=True)
+    dropped: set[int] = set()
+    for node in ast.parse(generated).body:
+        if isinstance(node, ast.ClassDef) and _is_reader(node):
+            dropped.update(range(node.lineno - 1, node.end_lineno or node.lineno))
+    kept = [line for i, line in enumerate(lines) if i not in dropped and line not in _NUMPY_PROBE]
+    text = "".join(kept)
+    while "\n\n\n\n" in text:
+        text = text.replace("\n\n\n\n", "\n\n\n")
+    return BUILDERS_HEADER + text
+
+
+def _is_reader(node: ast.ClassDef) -> bool:
+    return any(isinstance(statement, ast.Assign)
+               and any(isinstance(target, ast.Name) and target.id == "__slots__"
+                       for target in statement.targets)
+               for statement in node.body)
 
 
 def main(argv: list[str]) -> int:
-    text = generate()
+    generated = flatc_output()
+    texts = {OUTPUT: HEADER + generated, BUILDERS_OUTPUT: builders(generated)}
     if "--check" in argv:
-        return 0 if OUTPUT.exists() and OUTPUT.read_text() == text else 1
-    OUTPUT.write_text(text)
+        return 0 if all(path.exists() and path.read_text() == text
+                        for path, text in texts.items()) else 1
+    for path, text in texts.items():
+        path.write_text(text)
     return 0
 
 

@@ -243,6 +243,7 @@ def judge(checker: _Checker, op: Op) -> Verdict:
 _TENSOR_ATTRIBUTES = {opdef.mlir: frozenset(a.name for a in opdef.attrs if a.type == "tensor")
                       for opdef in BY_MLIR.values()}
 _PLAIN = frozenset((int, bool, str))
+_INT = frozenset((int,))
 
 
 def signature(op: Op) -> tuple[Any, ...] | None:
@@ -257,7 +258,7 @@ def signature(op: Op) -> tuple[Any, ...] | None:
         if cls in _PLAIN:
             key += (name, cls, value)
         elif cls is list or cls is tuple:
-            if not all(e.__class__ is int for e in value):
+            if not set(map(type, value)) <= _INT:
                 return None
             key += (name, cls, tuple(value))
         elif cls is float:
