@@ -6,7 +6,8 @@ change them).
 - `convert` loads no TFLite runtime (tensorflow, ai_edge_litert), no rich (it
   prints nothing), none of the standard library's modules it has no use for
   on a successful conversion (tempfile and what it pulls in, json), no
-  `dataclasses` (nor the `inspect` it brings) in any pattern family, and from
+  `dataclasses` (nor the `inspect` it brings) nor `fractions` (nor `decimal`)
+  in any pattern family, and from
   `legalize` only the pattern families the model's ops need.
 - A plain `convert` or `run` command line loads no typer (the fast path,
   tfl2tosa/cli/fast.py), and `convert` none of the `tflite` package's generated
@@ -69,7 +70,7 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
         assert heavy not in modules["top"]
     # write_atomically makes its own temp file; printing (json) is not converting.
     for unused in ("tempfile", "shutil", "random", "bz2", "lzma", "zlib", "json", "dataclasses",
-                   "inspect"):
+                   "inspect", "fractions", "decimal"):
         assert unused not in modules["top"]
     for table in ("Tensor", "Operator", "SubGraph", "Buffer", "QuantizationParameters"):
         assert f"tflite.{table}" not in modules["all"]
@@ -85,16 +86,19 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
 @pytest.mark.parametrize("model, families", [
     ("arch/lstm_classifier_int8", ("legalize.lstm", "legalize.rnn", "legalize.hybrid")),
     ("unit/int8/resize_bilinear_align_corners", ("legalize.resize",)),
+    ("arch/attention_block_int16x8", ("legalize.conv",)),
+    ("arch/mobilenet_tiny_float32", ("legalize.conv",)),
 ])
-def test_convert_loads_no_dataclasses(tmp_path, model, families):
+def test_convert_loads_no_dataclasses_and_no_fractions(tmp_path, model, families):
     # Records on the convert path are ir.types.Record / Frozen: importing
-    # dataclasses (and inspect with it) would cost every conversion.
+    # dataclasses (and inspect with it) would cost every conversion; so would
+    # fractions (and decimal with it) where float.as_integer_ratio will do.
     modules = loaded_modules("convert", str(ROOT / f"models/{model}.tflite"),
                              "-o", str(tmp_path / "m.tosa"), "--report", str(tmp_path / "r.json"))
     assert (tmp_path / "m.tosa").stat().st_size > 0
     for family in ("legalize.driver", "legalize.registry") + families:
         assert family in modules["all"]
-    for unused in ("dataclasses", "inspect"):
+    for unused in ("dataclasses", "inspect", "fractions", "decimal"):
         assert unused not in modules["top"]
 
 
@@ -118,14 +122,3 @@ def test_a_usage_error_still_goes_to_typer(tmp_path):
     model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
     modules = loaded_modules("convert", str(model), "--no-such-option")
     assert "typer" in modules["top"]
-
-
-def test_a_float_convert_loads_no_exact_rational_arithmetic(tmp_path):
-    # Only integer convolutions whose scales can make ties need fractions (and
-    # with it decimal); a float model's convolutions do not.
-    model = ROOT / "models/arch/mobilenet_tiny_float32.tflite"
-    modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
-    assert (tmp_path / "m.tosa").stat().st_size > 0
-    assert "legalize.conv" in modules["all"]
-    for unused in ("fractions", "decimal"):
-        assert unused not in modules["top"]
