@@ -91,6 +91,7 @@ def test_mutable_record_is_its_dataclass():
     first.errors.append("x")
     assert second.errors == [] == REPORT_TWIN("b").errors
     assert ConversionReport(**kwargs) == ours
+    assert pickle.loads(pickle.dumps(ours)) == ours
     ours.errors = ["changed"]
     assert ConversionReport(**kwargs) != ours
     with pytest.raises(TypeError):
