@@ -223,3 +223,14 @@ def test_a_command_line_process_exits_as_a_normal_exit_does(tmp_path: Path, via:
     assert expected[4:8] == b"TOSA"
     ending = b"atexit ran\n" if via == "entry point" else b"main returned\natexit ran\n"
     assert result.stdout == b"before " + expected + ending
+
+
+def test_a_profiled_command_line_still_writes_its_profile(tmp_path: Path) -> None:
+    # cProfile writes its output after the program returns: no early exit under it.
+    profile = tmp_path / "convert.prof"
+    result = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m",
+                             "tfl2tosa", "convert", str(FLOAT_ADD), "-o", str(tmp_path / "x.tosa")],
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert (tmp_path / "x.tosa").stat().st_size > 0
+    assert profile.stat().st_size > 0
