@@ -195,11 +195,11 @@ def _exit_without_teardown() -> None:
     system frees the memory anyway. What a normal exit does that anyone could see
     still happens first: atexit handlers run and stdout and stderr are flushed.
     Anything unusual (a thread still running, a flush that fails, a profiler,
-    tracer or debugger, which reports after the program returns) returns, and
-    the normal exit follows."""
+    tracer or debugger, which reports after the program returns, `python -i`)
+    returns, and the normal exit follows."""
     import atexit
 
-    if sys.getprofile() is not None or sys.gettrace() is not None:
+    if sys.getprofile() is not None or sys.gettrace() is not None or sys.flags.inspect:
         return
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
