@@ -807,14 +807,12 @@ def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.nda
     is 2^(E-1), which needs 1 <= E <= 31; only a scale that the 32-bit multiplier
     holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
     and at most 1 (see _ties_away_from_zero)."""
-    from fractions import Fraction  # only ties need it, and it imports decimal
-
     masks, halves = [], []
     for scale in np.asarray(scales, dtype=np.float64).tolist():
-        ratio = Fraction(scale)
-        exponent = ratio.denominator.bit_length() - 1
+        numerator, denominator = scale.as_integer_ratio()  # lowest terms: 2^E below
+        exponent = denominator.bit_length() - 1
         exact = 0 < scale <= 1 and 1 <= exponent <= 31 and \
-            Fraction(*_multiplier_ratio(scale)) == ratio
+            _multiplier_equals(scale, numerator, denominator)
         masks.append((1 << exponent) - 1 if exact else 0)
         halves.append(1 << (exponent - 1) if exact else 1)
     if not any(masks):
@@ -822,9 +820,10 @@ def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.nda
     return np.array(masks, dtype=np.int32), np.array(halves, dtype=np.int32)
 
 
-def _multiplier_ratio(scale: float) -> tuple[int, int]:
+def _multiplier_equals(scale: float, numerator: int, denominator: int) -> bool:
+    """Whether the RESCALE's multiplier / 2^shift for `scale` is numerator / denominator."""
     multiplier, shift = quantize_multiplier(scale)
-    return multiplier, 1 << shift
+    return multiplier * denominator == numerator << shift
 
 
 def _ties_away_from_zero(rw: Rewriter, acc: Value, scales: Sequence[float] | np.ndarray

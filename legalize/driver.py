@@ -11,13 +11,18 @@ which the fallback, and why each unconverted op was refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from legalize.fallback import lower_through_float
 from legalize.registry import Registered, op_key, patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
-from tfl2tosa.ir.types import TensorType, UniformQuantizedPerAxis, is_quantized, storage_type
+from tfl2tosa.ir.types import (
+    Frozen,
+    Record,
+    TensorType,
+    UniformQuantizedPerAxis,
+    is_quantized,
+    storage_type,
+)
 from tfl2tosa.memo import BoundedMemo
 
 
@@ -25,22 +30,35 @@ from tfl2tosa.memo import BoundedMemo
 KEPT_FOR_CONSUMERS = frozenset({"tfl.no_value"})
 
 
-@dataclass(frozen=True)
-class OpOutcome:
+class OpOutcome(Frozen):
     """What happened to one TFL op."""
 
     op_name: str        # "tfl.conv_2d"
     loc: str            # TFLite location: "main:op12:CONV_2D"
     types: str          # operand -> result element types, e.g. "i8,i8,i32 -> i8"
     path: str           # "integer" | "float" | "fallback" | "unsupported"
-    pattern: str = ""   # label of the pattern that lowered it
-    reason: str = ""    # why it was not lowered (unsupported), or why it fell back
-    weights: str = ""   # how quantized constant weights were taken (`weight_form`)
+    pattern: str        # label of the pattern that lowered it
+    reason: str         # why it was not lowered (unsupported), or why it fell back
+    weights: str        # how quantized constant weights were taken (`weight_form`)
+
+    _fields = ("op_name", "loc", "types", "path", "pattern", "reason", "weights")
+
+    def __init__(self, op_name: str, loc: str, types: str, path: str, pattern: str = "",
+                 reason: str = "", weights: str = "") -> None:
+        self._set(op_name, loc, types, path, pattern, reason, weights)
+
+    def to_dict(self) -> dict[str, str]:
+        # Its fields are strings: nothing in them to copy.
+        return dict(zip(self._fields, self._k))
 
 
-@dataclass
-class LegalizeResult:
-    outcomes: list[OpOutcome] = field(default_factory=list)
+class LegalizeResult(Record):
+    outcomes: list[OpOutcome]
+
+    _fields = ("outcomes",)
+
+    def __init__(self, outcomes: list[OpOutcome] | None = None) -> None:
+        self.outcomes = [] if outcomes is None else outcomes
 
     def by_path(self, path: str) -> list[OpOutcome]:
         return [o for o in self.outcomes if o.path == path]

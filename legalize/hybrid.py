@@ -57,8 +57,6 @@ such an op is met: converting other models does not load them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-
 import numpy as np
 
 from legalize.common import constant_value, fused_activation, is_none, tensor_type
@@ -69,6 +67,7 @@ from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
+    Frozen,
     TensorType,
     UniformQuantized,
     UniformQuantizedBlockwise,
@@ -89,8 +88,7 @@ VECTOR_BLOCK = 8
 DEPTHWISE_VECTOR_CHANNELS = 4
 
 
-@dataclass(frozen=True)
-class HybridWeights:
+class HybridWeights(Frozen):
     """A constant int8 weight operand: its values and one float32 scale per
     output channel (the per-tensor scale repeated), and whether TFLite saw one
     scale or one per channel."""
@@ -98,6 +96,11 @@ class HybridWeights:
     values: np.ndarray
     scales: np.ndarray
     per_channel: bool
+
+    _fields = ("values", "scales", "per_channel")
+
+    def __init__(self, values: np.ndarray, scales: np.ndarray, per_channel: bool) -> None:
+        self._set(values, scales, per_channel)
 
 
 def hybrid_weights(op: Op, index: int, channel_axis: int) -> HybridWeights | Failure:
@@ -142,14 +145,18 @@ def require_float_data(op: Op, activations: tuple[int, ...]) -> Failure | None:
 # Run-time quantization of activation rows
 
 
-@dataclass(frozen=True)
-class QuantizedRows:
+class QuantizedRows(Frozen):
     """Rows of int8 values (i8 [R, N]), their float scales (f32 [R, 1]) and, for
     asymmetric rows, their zero points (i32 [R, 1])."""
 
     values: Value
     scales: Value
     zero_points: Value | None
+
+    _fields = ("values", "scales", "zero_points")
+
+    def __init__(self, values: Value, scales: Value, zero_points: Value | None) -> None:
+        self._set(values, scales, zero_points)
 
 
 def _round_vector_code(e: Elementwise, v: Value) -> Value:
@@ -349,14 +356,18 @@ BLOCKWISE_MIN_UNITS = 4
 BLOCKWISE_MIN_DEPTH = 32
 
 
-@dataclass(frozen=True)
-class BlockwiseWeights:
+class BlockwiseWeights(Frozen):
     """Constant int4 weights [N, K] with one float32 scale per block of
     `block_size` values of a row (scales [N, K / block_size])."""
 
     values: np.ndarray
     scales: np.ndarray
     block_size: int
+
+    _fields = ("values", "scales", "block_size")
+
+    def __init__(self, values: np.ndarray, scales: np.ndarray, block_size: int) -> None:
+        self._set(values, scales, block_size)
 
 
 def blockwise_weights(op: Op, index: int) -> BlockwiseWeights | Failure:

@@ -66,7 +66,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -104,6 +103,7 @@ from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
     ElementType,
+    Frozen,
     TensorType,
     UniformQuantized,
     i8,
@@ -121,8 +121,7 @@ from tfl2tosa.tosa.build import Elementwise
 _LSTM_GATES = ("input", "forget", "cell", "output")
 
 
-@dataclass(frozen=True)
-class LstmLayout:
+class LstmLayout(Frozen):
     """Operand indices of one direction of an LSTM op (gates in TFLite's i, f, c, o order)."""
 
     input_weights: tuple[int, int, int, int]
@@ -134,6 +133,17 @@ class LstmLayout:
     output_state: int
     cell_state: int
     layer_norm: tuple[int, int, int, int] | None
+
+    _fields = ("input_weights", "recurrent_weights", "peephole", "bias", "projection_weights",
+               "projection_bias", "output_state", "cell_state", "layer_norm")
+
+    def __init__(self, input_weights: tuple[int, int, int, int],
+                 recurrent_weights: tuple[int, int, int, int], peephole: tuple[int, int, int],
+                 bias: tuple[int, int, int, int], projection_weights: int, projection_bias: int,
+                 output_state: int, cell_state: int,
+                 layer_norm: tuple[int, int, int, int] | None) -> None:
+        self._set(input_weights, recurrent_weights, peephole, bias, projection_weights,
+                  projection_bias, output_state, cell_state, layer_norm)
 
 
 # kernels/lstm_shared.h (UNIDIRECTIONAL_SEQUENCE_LSTM, LSTM full kernel).
@@ -580,8 +590,7 @@ def activation_tables(cell_integer_bits: int | None) -> np.ndarray:
     return tables
 
 
-@dataclass(frozen=True)
-class Projection:
+class Projection(Frozen):
     """The int8 projection of the hidden state (CalculateLstmOutputInteger8x8_16)."""
 
     weights: np.ndarray               # [width, output_width] int8 (transposed)
@@ -589,9 +598,13 @@ class Projection:
     scale: float
     clip: int                         # quantized on the output scale; 0 means no clip
 
+    _fields = ("weights", "bias", "scale", "clip")
 
-@dataclass(frozen=True)
-class IntegerLstm:
+    def __init__(self, weights: np.ndarray, bias: np.ndarray, scale: float, clip: int) -> None:
+        self._set(weights, bias, scale, clip)
+
+
+class IntegerLstm(Frozen):
     """What one int8x8->16 LSTM op needs, read from its operands."""
 
     gates: tuple[str, ...]            # ("input",) "forget", "cell", "output"; CIFG has no input
@@ -608,8 +621,23 @@ class IntegerLstm:
     input_scales: tuple[float, ...]   # one effective scale per gate
     recurrent_scales: tuple[float, ...]
     # Peephole: gate -> (int16 weights [width], effective scale), for input, forget, output.
-    peephole: dict[str, tuple[np.ndarray, float]] | None = None
-    projection: Projection | None = None
+    peephole: dict[str, tuple[np.ndarray, float]] | None
+    projection: Projection | None
+
+    _fields = ("gates", "width", "output_width", "input", "output_state", "hidden",
+               "cell_exponent", "cell_clip", "input_weights", "recurrent_weights", "bias",
+               "input_scales", "recurrent_scales", "peephole", "projection")
+
+    def __init__(self, gates: tuple[str, ...], width: int, output_width: int,
+                 input: UniformQuantized, output_state: UniformQuantized,
+                 hidden: UniformQuantized, cell_exponent: int, cell_clip: int,
+                 input_weights: np.ndarray, recurrent_weights: np.ndarray, bias: np.ndarray,
+                 input_scales: tuple[float, ...], recurrent_scales: tuple[float, ...],
+                 peephole: dict[str, tuple[np.ndarray, float]] | None = None,
+                 projection: Projection | None = None) -> None:
+        self._set(gates, width, output_width, input, output_state, hidden, cell_exponent,
+                  cell_clip, input_weights, recurrent_weights, bias, input_scales,
+                  recurrent_scales, peephole, projection)
 
     @property
     def cell_tanh(self) -> bool:
@@ -837,8 +865,7 @@ def _columns(rw: Rewriter, x: Value, start: int, width: int) -> Value:
 # The lowering
 
 
-@dataclass(frozen=True)
-class StepConstants:
+class StepConstants(Frozen):
     """Constants every time step reads."""
 
     recurrent_weights: Value          # [1, output_width, gates * width] i8
@@ -850,6 +877,16 @@ class StepConstants:
     hidden_multiplier: tuple[int, int]
     peephole: dict[str, tuple[Value, float]]  # gate -> ([1, 1, width] i16, scale)
     projection: Value | None          # [1, width, output_width] i8
+
+    _fields = ("recurrent_weights", "recurrent_bound", "tables", "gate_rows", "sigmoid_row",
+               "cell_row", "hidden_multiplier", "peephole", "projection")
+
+    def __init__(self, recurrent_weights: Value, recurrent_bound: int, tables: Value,
+                 gate_rows: Value, sigmoid_row: Value, cell_row: Value | None,
+                 hidden_multiplier: tuple[int, int], peephole: dict[str, tuple[Value, float]],
+                 projection: Value | None) -> None:
+        self._set(recurrent_weights, recurrent_bound, tables, gate_rows, sigmoid_row, cell_row,
+                  hidden_multiplier, peephole, projection)
 
 
 def _row_offsets(rows: list[int]) -> np.ndarray:

@@ -36,20 +36,25 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tfl2tosa.ir.core import Op
 from tfl2tosa.ir.rewrite import Pattern
+from tfl2tosa.ir.types import Frozen
 
 
-@dataclass(frozen=True)
-class Registered:
+class Registered(Frozen):
     fn: Pattern
     label: str
     kind: str  # "float" | "integer" | "hybrid" | "any"
     op_names: tuple[str, ...]
     types: tuple[str, ...]
-    weights: tuple[int, ...] = ()  # operands a float pattern takes as quantized constants
+    weights: tuple[int, ...]  # operands a float pattern takes as quantized constants
+
+    _fields = ("fn", "label", "kind", "op_names", "types", "weights")
+
+    def __init__(self, fn: Pattern, label: str, kind: str, op_names: tuple[str, ...],
+                 types: tuple[str, ...], weights: tuple[int, ...] = ()) -> None:
+        self._set(fn, label, kind, op_names, types, weights)
 
 
 # Coverage-table columns: float32, float16, int32, bool; int8, uint8, int16x8;

@@ -69,7 +69,6 @@ the output to share their quantization (the converter always emits that).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import gcd
 
 import numpy as np
@@ -81,7 +80,16 @@ from legalize.registry import pattern
 from legalize.shape import fresh, int_list, require_move, reshape_to, shape_of
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import TensorType, UniformQuantized, i8, i16, i32, numpy_dtype, storage_type
+from tfl2tosa.ir.types import (
+    Frozen,
+    TensorType,
+    UniformQuantized,
+    i8,
+    i16,
+    i32,
+    numpy_dtype,
+    storage_type,
+)
 from tfl2tosa.tosa import build
 from tfl2tosa.tosa.build import Elementwise
 
@@ -91,14 +99,18 @@ NEAREST_TYPES = ("f32", "f16", "i8", "u8", "i16")
 _RESIZE_STORAGE = frozenset({"f32", "f16", "bf16", "i8", "ui8", "i16"})
 
 
-@dataclass(frozen=True)
-class AxisScale:
+class AxisScale(Frozen):
     """One axis of TOSA RESIZE: y = o * d + offset, in units of 1/n input pixels."""
 
     n: int
     d: int
     offset: int
     border: int
+
+    _fields = ("n", "d", "offset", "border")
+
+    def __init__(self, n: int, d: int, offset: int, border: int) -> None:
+        self._set(n, d, offset, border)
 
 
 def _axis_scale(in_size: int, out_size: int, align_corners: bool, offset_kind: str
@@ -297,13 +309,17 @@ HALF_AWAY_MULTIPLIER, HALF_AWAY_SHIFT = (1 << 30) + 1, 50
 _SCALE_TOLERANCE = 1.0e-6
 
 
-@dataclass(frozen=True)
-class GridAxis:
+class GridAxis(Frozen):
     """One axis of TOSA RESIZE with n = GRID: y = o * d + offset."""
 
     d: int
     offset: int
     border: int
+
+    _fields = ("d", "offset", "border")
+
+    def __init__(self, d: int, offset: int, border: int) -> None:
+        self._set(d, offset, border)
 
 
 def tflite_scale_10(in_size: int, out_size: int, align_corners: bool) -> int:

@@ -30,8 +30,6 @@ ResetVariableTensors.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-
 import numpy as np
 
 from legalize.common import (
@@ -46,7 +44,7 @@ from legalize.quantized import dequantized_values
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter
-from tfl2tosa.ir.types import ElementType, TensorType, is_quantized, numpy_dtype
+from tfl2tosa.ir.types import ElementType, Record, TensorType, is_quantized, numpy_dtype
 from tfl2tosa.tosa import build
 
 # ---------------------------------------------------------------------------
@@ -176,8 +174,7 @@ def initial_state(rw: Rewriter, value: Value, batch: int, width: int,
 # One direction of an LSTM or RNN, as weights ready for the step loop
 
 
-@dataclass
-class Direction:
+class Direction(Record):
     """One direction's weights as TOSA values.
 
     `input_weights` / `recurrent_weights`: [1, cols, gates * width] MATMUL
@@ -192,16 +189,44 @@ class Direction:
     recurrent_weights: Value
     bias: Value | None
     h0: Value
-    c0: Value | None = None
-    peephole: dict[str, Value] | None = None
-    layer_norm: dict[str, Value] | None = None
-    gate_bias: dict[str, Value] | None = None
-    projection: Value | None = None
-    projection_bias: Value | None = None
+    c0: Value | None
+    peephole: dict[str, Value] | None
+    layer_norm: dict[str, Value] | None
+    gate_bias: dict[str, Value] | None
+    projection: Value | None
+    projection_bias: Value | None
     # Emulating TFLite's hybrid kernel: "input_weights", "recurrent_weights",
     # "projection" as int8 [K, N] MATMUL operands and one float32 scale per column.
-    hybrid: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
-    asymmetric: bool = False
+    hybrid: dict[str, tuple[np.ndarray, np.ndarray]] | None
+    asymmetric: bool
+
+    _fields = ("gates", "width", "output_width", "input_weights", "recurrent_weights", "bias",
+               "h0", "c0", "peephole", "layer_norm", "gate_bias", "projection",
+               "projection_bias", "hybrid", "asymmetric")
+
+    def __init__(self, gates: tuple[str, ...], width: int, output_width: int,
+                 input_weights: Value, recurrent_weights: Value, bias: Value | None, h0: Value,
+                 c0: Value | None = None, peephole: dict[str, Value] | None = None,
+                 layer_norm: dict[str, Value] | None = None,
+                 gate_bias: dict[str, Value] | None = None, projection: Value | None = None,
+                 projection_bias: Value | None = None,
+                 hybrid: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                 asymmetric: bool = False) -> None:
+        self.gates = gates
+        self.width = width
+        self.output_width = output_width
+        self.input_weights = input_weights
+        self.recurrent_weights = recurrent_weights
+        self.bias = bias
+        self.h0 = h0
+        self.c0 = c0
+        self.peephole = peephole
+        self.layer_norm = layer_norm
+        self.gate_bias = gate_bias
+        self.projection = projection
+        self.projection_bias = projection_bias
+        self.hybrid = hybrid
+        self.asymmetric = asymmetric
 
 
 # One time step of a direction: (rw, op, d, input product, h_(t-1), c_(t-1) or None)
@@ -392,8 +417,8 @@ def emulating(op: Op, d: Direction, weights: dict[str, Sequence[int]]) -> Direct
         if isinstance(stacked, Failure):
             return stacked
         hybrid[name] = stacked
-    return replace(d, hybrid=hybrid,
-                   asymmetric=bool(op.attrs.get("asymmetric_quantize_inputs", False)))
+    return d.replace(hybrid=hybrid,
+                     asymmetric=bool(op.attrs.get("asymmetric_quantize_inputs", False)))
 
 
 def maybe_emulating(op: Op, d: Direction | Failure, weights: dict[str, Sequence[int]],

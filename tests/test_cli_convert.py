@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,45 @@ def test_conversion_collects_less_often_and_restores_the_collector_even_on_failu
     with pytest.raises(ModelError):
         convert(b"not a model at all")
     assert gc.get_threshold() == before
+
+
+# A command line's own process ends without the interpreter's teardown; what a
+# normal exit does that anyone sees (atexit handlers, flushed output, exit 0)
+# still happens, and a program that calls main itself gets control back.
+EXIT_PROBE = """
+import atexit, sys
+atexit.register(lambda: print("atexit ran", flush=True))
+print("before", end=" ")  # left in stdout's buffer
+sys.argv = ["tfl2tosa", "convert", sys.argv[1], "-o", "-"]
+{call}
+print("main returned")
+"""
+
+
+@pytest.mark.parametrize("via", ["entry point", "imported"])
+def test_a_command_line_process_exits_as_a_normal_exit_does(tmp_path: Path, via: str) -> None:
+    (tmp_path / "caller.py").write_text("def run():\n    from tfl2tosa.cli import main\n"
+                                        "    main()\n")
+    call = "from tfl2tosa.cli import main; main()" if via == "entry point" else \
+        "import caller; caller.run()"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), str(tmp_path),
+         os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", EXIT_PROBE.format(call=call), str(FLOAT_ADD)],
+                            capture_output=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    expected = tfl2tosa("convert", FLOAT_ADD, "-o", "-").stdout
+    assert expected[4:8] == b"TOSA"
+    ending = b"atexit ran\n" if via == "entry point" else b"main returned\natexit ran\n"
+    assert result.stdout == b"before " + expected + ending
+
+
+def test_a_profiled_command_line_still_writes_its_profile(tmp_path: Path) -> None:
+    # cProfile writes its output after the program returns: no early exit under it.
+    profile = tmp_path / "convert.prof"
+    result = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m",
+                             "tfl2tosa", "convert", str(FLOAT_ADD), "-o", str(tmp_path / "x.tosa")],
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert (tmp_path / "x.tosa").stat().st_size > 0
+    assert profile.stat().st_size > 0

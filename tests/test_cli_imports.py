@@ -5,7 +5,9 @@ change them).
 - `--help` (top level and per command) and `--version` load no numpy: they need typer only.
 - `convert` loads no TFLite runtime (tensorflow, ai_edge_litert), no rich (it
   prints nothing), none of the standard library's modules it has no use for
-  on a successful conversion (tempfile and what it pulls in, json), and from
+  on a successful conversion (tempfile and what it pulls in, json), no
+  `dataclasses` (nor the `inspect` it brings) nor `fractions` (nor `decimal`)
+  in any pattern family, and from
   `legalize` only the pattern families the model's ops need.
 - A plain `convert` or `run` command line loads no typer (the fast path,
   tfl2tosa/cli/fast.py), and `convert` none of the `tflite` package's generated
@@ -67,7 +69,8 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
     for heavy in ("tensorflow", "ai_edge_litert", "tflite_runtime", "rich", "typer", "click"):
         assert heavy not in modules["top"]
     # write_atomically makes its own temp file; printing (json) is not converting.
-    for unused in ("tempfile", "shutil", "random", "bz2", "lzma", "zlib", "json"):
+    for unused in ("tempfile", "shutil", "random", "bz2", "lzma", "zlib", "json", "dataclasses",
+                   "inspect", "fractions", "decimal"):
         assert unused not in modules["top"]
     for table in ("Tensor", "Operator", "SubGraph", "Buffer", "QuantizationParameters"):
         assert f"tflite.{table}" not in modules["all"]
@@ -78,6 +81,25 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
                    "legalize.complex", "legalize.mediapipe", "legalize.lstm"):
         assert family not in patterns
     assert "legalize.conv" in patterns
+
+
+@pytest.mark.parametrize("model, families", [
+    ("arch/lstm_classifier_int8", ("legalize.lstm", "legalize.rnn", "legalize.hybrid")),
+    ("unit/int8/resize_bilinear_align_corners", ("legalize.resize",)),
+    ("arch/attention_block_int16x8", ("legalize.conv",)),
+    ("arch/mobilenet_tiny_float32", ("legalize.conv",)),
+])
+def test_convert_loads_no_dataclasses_and_no_fractions(tmp_path, model, families):
+    # Records on the convert path are ir.types.Record / Frozen: importing
+    # dataclasses (and inspect with it) would cost every conversion; so would
+    # fractions (and decimal with it) where float.as_integer_ratio will do.
+    modules = loaded_modules("convert", str(ROOT / f"models/{model}.tflite"),
+                             "-o", str(tmp_path / "m.tosa"), "--report", str(tmp_path / "r.json"))
+    assert (tmp_path / "m.tosa").stat().st_size > 0
+    for family in ("legalize.driver", "legalize.registry") + families:
+        assert family in modules["all"]
+    for unused in ("dataclasses", "inspect", "fractions", "decimal"):
+        assert unused not in modules["top"]
 
 
 def test_run_loads_no_typer(tmp_path):
@@ -100,17 +122,6 @@ def test_a_usage_error_still_goes_to_typer(tmp_path):
     model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
     modules = loaded_modules("convert", str(model), "--no-such-option")
     assert "typer" in modules["top"]
-
-
-def test_a_float_convert_loads_no_exact_rational_arithmetic(tmp_path):
-    # Only integer convolutions whose scales can make ties need fractions (and
-    # with it decimal); a float model's convolutions do not.
-    model = ROOT / "models/arch/mobilenet_tiny_float32.tflite"
-    modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
-    assert (tmp_path / "m.tosa").stat().st_size > 0
-    assert "legalize.conv" in modules["all"]
-    for unused in ("fractions", "decimal"):
-        assert unused not in modules["top"]
 
 
 def test_a_tosa_convert_loads_neither_the_mlir_printer_nor_the_fbs_readers(tmp_path):

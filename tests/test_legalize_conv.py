@@ -444,8 +444,6 @@ def test_driver_serves_a_float_pattern_only_float_activations(monkeypatch: pytes
     """The float CONV_2D pattern declares it takes quantized constant weights
     (operand 1), never quantized activations: the driver hands it the hybrid
     shape as it is, and an int8 op only as the fallback's float stand-in."""
-    import dataclasses
-
     import legalize.conv  # noqa: F401  (registers the patterns spied on)
     from legalize import registry
     from legalize.driver import legalize as run_legalize
@@ -459,7 +457,7 @@ def test_driver_serves_a_float_pattern_only_float_activations(monkeypatch: pytes
                           if isinstance(v.type, TensorType)))
         return entry.fn(op, rw)
 
-    spied = dataclasses.replace(entry, fn=spy)
+    spied = entry.replace(fn=spy)
     monkeypatch.setitem(registry.LABELS, "conv_2d", spied)
     monkeypatch.setitem(registry.PATTERNS, "tfl.conv_2d",
                         [spied if e is entry else e for e in registry.PATTERNS["tfl.conv_2d"]])

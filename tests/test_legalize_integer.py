@@ -731,3 +731,33 @@ def test_int8_convolution_for_the_optimized_kernels(tmp_path, kind: str) -> None
         differ += int((outputs["BUILTIN_REF"] != optimized).sum())
     assert differ
     check_against_arm(module, conversion, feeds[:1])
+
+
+# A tie of `acc * scale` is a product whose fraction is exactly one half; the
+# masks must find exactly those, for the scales the RESCALE multiplier holds
+# exactly (else none), judged here in exact rational arithmetic.
+TIE_SCALES = [0.5, 0.25, 0.75, 1.0, 3 / 1024, 2.0**-31, 2.0**-32, 0.1, 1.5, 5 * 2.0**-20,
+              (2**31 - 1) * 2.0**-40, (2**32 + 1) * 2.0**-40, 2.0**-20 / 3]
+
+
+def test_tie_masks_match_exact_arithmetic():
+    from fractions import Fraction
+
+    from legalize.conv import _tie_masks
+    from legalize.quantized import quantize_multiplier
+
+    masks = _tie_masks(TIE_SCALES)
+    assert masks is not None
+    # Not INT32_MIN: its product with 2^-32 is a tie, which the masks (E <= 31)
+    # leave out.
+    accumulators = [0, 1, -1, 2, 3, 512, 513, -513, 2**30 + 2**19, -(2**30) - 2**19,
+                    2**31 - 1, -(2**31) + 1] + list(range(-40, 40, 7))
+    for channel, scale in enumerate(TIE_SCALES):
+        multiplier, shift = quantize_multiplier(scale)
+        exact = 0 < scale <= 1 and shift >= 0 and Fraction(multiplier, 2**shift) == \
+            Fraction(scale) and Fraction(scale).denominator > 1
+        mask, half = int(masks[0][channel]), int(masks[1][channel])
+        for acc in accumulators:
+            product = Fraction(acc) * Fraction(scale)
+            tie = product - (product.numerator // product.denominator) == Fraction(1, 2)
+            assert ((acc & mask) == half) == (tie and exact), (scale, acc)

@@ -27,7 +27,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from tfl2tosa.errors import ConversionError, UsageError
 from tfl2tosa.kernels import KERNELS
 from tfl2tosa.kernels import kernels as kernels_for
 from tfl2tosa.ir.core import Module
+from tfl2tosa.ir.types import Record
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
 # Ops that hold data rather than compute: TFLite's operator count (as TFLite and
@@ -50,23 +50,42 @@ TENSOR_OPS = CONSTANT_OPS | {"tfl.variable"}
 HYBRID_MODES = ("emulate", "float")
 
 
-@dataclass
-class ConversionReport:
+class ConversionReport(Record):
     """Per model: ops in and out, which path each op took, errors, timings, and
     the TOSA extensions the output needs beyond its profiles."""
 
     model: str
-    kernels: str = "reference"        # the TFLite kernels integer ops reproduce
-    ops_in: dict[str, int] = field(default_factory=dict)
-    ops_out: dict[str, int] = field(default_factory=dict)
-    outcomes: list[dict[str, str]] = field(default_factory=list)
+    kernels: str                      # the TFLite kernels integer ops reproduce
+    ops_in: dict[str, int]
+    ops_out: dict[str, int]
+    outcomes: list[dict[str, str]]
     # One entry per STABLEHLO_COMPOSITE: name, loc, version, attributes,
     # decomposition graph and how it was lowered (tfl2tosa.passes.inline_calls).
-    composites: list[dict[str, Any]] = field(default_factory=list)
-    extensions: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    hybrid: str = "emulate"  # the mode asked for; each op's pattern says what it got
+    composites: list[dict[str, Any]]
+    extensions: list[str]
+    errors: list[str]
+    timings: dict[str, float]
+    hybrid: str  # the mode asked for; each op's pattern says what it got
+
+    _fields = ("model", "kernels", "ops_in", "ops_out", "outcomes", "composites", "extensions",
+               "errors", "timings", "hybrid")
+
+    def __init__(self, model: str, kernels: str = "reference",
+                 ops_in: dict[str, int] | None = None, ops_out: dict[str, int] | None = None,
+                 outcomes: list[dict[str, str]] | None = None,
+                 composites: list[dict[str, Any]] | None = None,
+                 extensions: list[str] | None = None, errors: list[str] | None = None,
+                 timings: dict[str, float] | None = None, hybrid: str = "emulate") -> None:
+        self.model = model
+        self.kernels = kernels
+        self.ops_in = {} if ops_in is None else ops_in
+        self.ops_out = {} if ops_out is None else ops_out
+        self.outcomes = [] if outcomes is None else outcomes
+        self.composites = [] if composites is None else composites
+        self.extensions = [] if extensions is None else extensions
+        self.errors = [] if errors is None else errors
+        self.timings = {} if timings is None else timings
+        self.hybrid = hybrid
 
     def count(self, path: str) -> int:
         return sum(1 for o in self.outcomes if o["path"] == path)
@@ -85,7 +104,7 @@ class ConversionReport:
         return sum(n for name, n in self.ops_out.items() if name not in CONSTANT_OPS)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = super().to_dict()
         data["summary"] = {p: self.count(p) for p in ("integer", "float", "fallback",
                                                        "unsupported")}
         return data
@@ -179,9 +198,7 @@ def _legalize(module: Module, conversion: Conversion) -> None:
         result = legalize.legalize(module, fallback=conversion.fallback,
                                    disabled=conversion.disabled)
     report = conversion.report
-    # What asdict gives for an outcome (its fields are strings, which asdict
-    # would not copy), without asdict's recursion per field.
-    report.outcomes = [dict(vars(o)) for o in result.outcomes]
+    report.outcomes = [o.to_dict() for o in result.outcomes]
     if result.unsupported:
         lines = [f"{o.op_name} ({o.types}) at {o.loc}: {o.reason}" for o in result.unsupported]
         report.errors = lines

@@ -103,7 +103,8 @@ def _summary(conversion: ConversionReport, output: str, size: int, seconds: floa
 
 def _failure_report(model: str, exc: ConversionError) -> str:
     import json
-    from dataclasses import asdict
 
-    return json.dumps({"model": model, "errors": [str(exc)],
-                       "unsupported": [asdict(f) for f in exc.failures]}, indent=2)
+    # Legalization's failures are OpOutcomes; a quant cast's, lines of text.
+    unsupported = [f if isinstance(f, str) else f.to_dict() for f in exc.failures]
+    return json.dumps({"model": model, "errors": [str(exc)], "unsupported": unsupported},
+                      indent=2)

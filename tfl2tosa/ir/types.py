@@ -8,7 +8,6 @@ shortest round-trip `repr`, so a printed type parses back to the same double.
 from __future__ import annotations
 
 import math
-from dataclasses import FrozenInstanceError
 from typing import Any, Union
 
 import numpy as np
@@ -16,19 +15,77 @@ import numpy as np
 from tfl2tosa.errors import IRError
 
 
-class Frozen:
-    """An immutable value compared, hashed and shown by its `_fields`.
+class FrozenInstanceError(AttributeError):
+    """An assignment to a field of a Frozen record (as `dataclasses` names it)."""
 
-    What `@dataclass(frozen=True)` generates, written out once: creating a
-    dataclass costs time at import, and every command imports these types, the
-    TOSA op table's records, verifier violations and pattern failures.
-    Subclasses set their fields in `__init__` with `_set`, in `_fields` order
-    (assignment raises FrozenInstanceError, as for a frozen dataclass). The
-    tuple of field values is kept (`_k`), so comparing and hashing, which every
-    pass does to types, build nothing; the hash is computed once.
+
+class Record:
+    """A record compared and shown by its `_fields`, whose fields may change.
+
+    What `@dataclass` generates, written out once: creating a dataclass costs
+    time at import (and `dataclasses` brings `inspect` with it), and a
+    conversion loads these records. Subclasses list their fields in `_fields`
+    and set them in `__init__`, whose parameters are named as the fields (so
+    `replace` can call it). Equal when of the same class with equal fields;
+    unhashable, as a mutable dataclass is.
     """
 
     _fields: tuple[str, ...] = ()
+    __hash__ = None  # type: ignore[assignment]
+
+    def _key(self) -> tuple[Any, ...]:
+        state = self.__dict__
+        return tuple(state[name] for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._key() == other._key()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={self.__dict__[name]!r}" for name in self._fields)
+        return f"{type(self).__name__}({fields})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields by name, records, dicts, lists and tuples in them copied
+        into plain ones (what `dataclasses.asdict` gives, except that other
+        values are shared rather than deep-copied)."""
+        state = self.__dict__
+        return {name: _plain(state[name]) for name in self._fields}
+
+    def replace(self, **changes: Any) -> Any:
+        """A new record of the same class with `changes` to some fields (as
+        `dataclasses.replace`: built by `__init__`, so its checks run)."""
+        unknown = changes.keys() - set(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        state = self.__dict__
+        return type(self)(**{name: changes[name] if name in changes else state[name]
+                             for name in self._fields})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return type(value)((_plain(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+class Frozen(Record):
+    """An immutable record: compared, hashed and shown by its `_fields`.
+
+    What `@dataclass(frozen=True)` generates, written out once (see Record):
+    every command imports these types, the TOSA op table's records, verifier
+    violations and pattern failures. Subclasses set their fields in
+    `__init__` with `_set`, in `_fields` order (assignment raises
+    FrozenInstanceError, as for a frozen dataclass). The tuple of field values
+    is kept (`_k`), so comparing and hashing, which every pass does to types,
+    build nothing; the hash is computed once.
+    """
+
     _k: tuple[Any, ...] = ()
 
     def _set(self, *values: Any) -> None:
@@ -51,10 +108,6 @@ class Frozen:
         if cached is None:
             cached = self.__dict__["_hash"] = hash(self._k)
         return cached
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={self.__dict__[name]!r}" for name in self._fields)
-        return f"{type(self).__name__}({fields})"
 
     def __getstate__(self) -> dict[str, Any]:
         # Without the cached hash: string hashes differ between processes.
