@@ -243,15 +243,18 @@ _QUANTIZED_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
 def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
-    if values.size == 1:
+    if values.size <= 1:
         # One scale (a per-tensor RESCALE): the scalar definitions, without the
         # fixed cost of a dozen array operations.
+        if not values.size:
+            return np.zeros(values.shape, dtype=np.int64), np.zeros(values.shape, dtype=np.int64)
         scalar = quantize_multiplier if scale32 else quantize_multiplier_16
         multiplier, shift = scalar(float(values.reshape(-1)[0]))
         return (np.full(values.shape, multiplier, dtype=np.int64),
                 np.full(values.shape, shift, dtype=np.int64))
     # min() is NaN if any value is, and NaN >= 0 is false.
-    if values.size and not (values.min() >= 0 and values.max() < math.inf):
+    low = values.min()
+    if not (low >= 0 and values.max() < math.inf):
         bad = ~(np.isfinite(values) & (values >= 0))
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
@@ -259,24 +262,25 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
     # f * 2^31 lies in [2^30, 2^31) (or is 0): adding 1/2 is exact below 2^31, and
     # a sum from 2^31 up floors to 2^31 however it rounds, so the floor rounds half
     # up on the exact value, as the scalar definition does.
-    multiplier = np.floor(np.ldexp(fraction, 31) + 0.5).astype(np.int64)
-    exponent = exponent.astype(np.int64)
-    # A mantissa that rounded up to 2^31 is halved with the exponent raised.
-    carried = multiplier >> 31
-    multiplier >>= carried
-    exponent += carried
-    if scale32:
-        shift = 31 - exponent
-    else:
+    scaled = np.ldexp(fraction, 31)
+    scaled += 0.5
+    multiplier = np.floor(scaled, out=scaled).astype(np.int64)
+    shift = np.subtract(31 if scale32 else 15, exponent, dtype=np.int64)
+    if multiplier.max() >> 31:
+        # A mantissa that rounded up to 2^31 is halved with the exponent raised.
+        carried = multiplier >> 31
+        multiplier >>= carried
+        shift -= carried
+    if not scale32:
         multiplier = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
-        shift = 15 - exponent
     # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
-    zero = (values == 0) | (exponent < -31)
-    if zero.any():
+    kept = (31 if scale32 else 15) + 31  # the shift of exponent -31, the last kept
+    if low == 0 or shift.max() > kept:
+        zero = (values == 0) | (shift > kept)
         multiplier[zero] = 0
         shift[zero] = ZERO_SHIFT
-    small = shift < MIN_SHIFT
-    if small.any():
+    if shift.min() < MIN_SHIFT:
+        small = shift < MIN_SHIFT
         kind = "RESCALE" if scale32 else "16-bit RESCALE"
         raise UnsupportedScale(f"scale {float(values[small][0])!r} needs {kind} shift "
                                f"{int(shift[small][0])} < {MIN_SHIFT}")
@@ -386,7 +390,10 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     if rounding == GEMM_ROUND and scale32:
         pairs = list(zip(multipliers.tolist(), shifts.tolist()))
         return _gemm_rescale(rw, x, pairs, out, input_zp, output_zp)
-    return rescale_by_multiplier(rw, x, multipliers, shifts, out,
+    # In the constants' own types (both fit them by construction), which
+    # build.rescale then need not convert and check value by value.
+    return rescale_by_multiplier(rw, x, multipliers.astype(np.int32 if scale32 else np.int16),
+                                 shifts.astype(np.int8), out,
                                  input_zp=input_zp, output_zp=output_zp, rounding=rounding)
 
 

@@ -366,8 +366,7 @@ def rescale(b: Builder, x: Value, multiplier: int | Sequence[int], shift: int | 
     t = _tensor_type(x)
     if not isinstance(out_type, TensorType):
         out_type = t.with_element(out_type)
-    multipliers = np.atleast_1d(np.asarray(multiplier, dtype=np.int64))
-    shifts = np.atleast_1d(np.asarray(shift, dtype=np.int64))
+    multipliers, shifts = _integers(multiplier), _integers(shift)
     if per_channel is None:
         per_channel = multipliers.size > 1
     operands = [x, const(b, multipliers, i32 if scale32 else i16), const(b, shifts, i8),
@@ -375,6 +374,13 @@ def rescale(b: Builder, x: Value, multiplier: int | Sequence[int], shift: int | 
     return op(b, "tosa.rescale", operands, out_type, scale32=scale32,
               rounding_mode=rounding_mode, per_channel=per_channel,
               input_unsigned=input_unsigned, output_unsigned=output_unsigned)
+
+
+def _integers(values: int | Sequence[int]) -> np.ndarray:
+    """`values` as an integer array of at least one dimension. An integer array
+    keeps its dtype: one already of the constant's type is not converted again."""
+    array = np.atleast_1d(np.asarray(values))
+    return array if array.dtype.kind in "iu" else array.astype(np.int64)
 
 
 # ---------------------------------------------------------------------------
