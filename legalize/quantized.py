@@ -386,6 +386,12 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     """
     t = _tensor(x)
     scale32 = storage_type(t.element).bits != 48
+    if scale.__class__ is float or scale.__class__ is int:  # one scale: no arrays
+        multiplier, shift = _quantize_one(float(scale), scale32)  # type: ignore[arg-type]
+        if rounding == GEMM_ROUND and scale32:
+            return _gemm_rescale(rw, x, [(multiplier, shift)], out, input_zp, output_zp)
+        return rescale_by_multiplier(rw, x, multiplier, shift, out, input_zp=input_zp,
+                                     output_zp=output_zp, rounding=rounding)
     multipliers, shifts = quantize_multipliers(scale, scale32)
     if rounding == GEMM_ROUND and scale32:
         pairs = list(zip(multipliers.tolist(), shifts.tolist()))
@@ -395,6 +401,21 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     return rescale_by_multiplier(rw, x, multipliers.astype(np.int32 if scale32 else np.int16),
                                  shifts.astype(np.int8), out,
                                  input_zp=input_zp, output_zp=output_zp, rounding=rounding)
+
+
+def _quantize_one(scale: float, scale32: bool) -> tuple[int, int]:
+    """quantize_multiplier (or quantize_multiplier_16) of one scale, kept."""
+    request = (scale, scale32)
+    known = _QUANTIZED_MULTIPLIER.get(request)
+    if known is None:
+        scalar = quantize_multiplier if scale32 else quantize_multiplier_16
+        known = _QUANTIZED_MULTIPLIER.keep(request, scalar(scale))
+    return known
+
+
+# (scale, scale32) -> (multiplier, shift) of one scale: a model asks for the same
+# few (unit widenings, ADD's 2^20, layers that share their quantization) op after op.
+_QUANTIZED_MULTIPLIER: BoundedMemo = BoundedMemo()
 
 
 def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out: ElementType,
@@ -417,11 +438,12 @@ def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out:
                                  input_zp=0, output_zp=output_zp, rounding=SINGLE_ROUND)
 
 
-def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],
-                          shifts: Sequence[int], out: ElementType, *,
+def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: int | Sequence[int],
+                          shifts: int | Sequence[int], out: ElementType, *,
                           input_zp: int | None = None, output_zp: int | None = None,
                           rounding: str = DOUBLE_ROUND) -> Value:
-    """RESCALE with given (multiplier, shift) pairs (one, or one per channel).
+    """RESCALE with given (multiplier, shift) pairs (one, as integers or lists of
+    one, or one per channel).
 
     For recipes whose multiplier is not QuantizeMultiplier of a real scale
     (MEAN's 1/N folding). 48-bit inputs take 16-bit multipliers, SINGLE_ROUND.
@@ -433,7 +455,8 @@ def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],
     return build.rescale(
         rw, x, multipliers, shifts, in_zp, out_zp, out,
         scale32=scale32, rounding_mode=rounding if scale32 else SINGLE_ROUND,
-        per_channel=len(multipliers) > 1, input_unsigned=_is_unsigned(t.element),
+        per_channel=multipliers.__class__ is not int and len(multipliers) > 1,  # type: ignore[arg-type]
+        input_unsigned=_is_unsigned(t.element),
         output_unsigned=_is_unsigned(out))
 
 

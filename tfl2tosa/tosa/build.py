@@ -366,21 +366,39 @@ def rescale(b: Builder, x: Value, multiplier: int | Sequence[int], shift: int | 
     t = _tensor_type(x)
     if not isinstance(out_type, TensorType):
         out_type = t.with_element(out_type)
-    multipliers, shifts = _integers(multiplier), _integers(shift)
     if per_channel is None:
-        per_channel = multipliers.size > 1
-    operands = [x, const(b, multipliers, i32 if scale32 else i16), const(b, shifts, i8),
+        per_channel = np.size(multiplier) > 1
+    operands = [x, _rescale_operand(b, multiplier, i32 if scale32 else i16),
+                _rescale_operand(b, shift, i8),
                 zero_point(b, in_zp, t.element), zero_point(b, out_zp, out_type.element)]
     return op(b, "tosa.rescale", operands, out_type, scale32=scale32,
               rounding_mode=rounding_mode, per_channel=per_channel,
               input_unsigned=input_unsigned, output_unsigned=output_unsigned)
 
 
-def _integers(values: int | Sequence[int]) -> np.ndarray:
-    """`values` as an integer array of at least one dimension. An integer array
-    keeps its dtype: one already of the constant's type is not converted again."""
+def _rescale_operand(b: Builder, values: int | Sequence[int], element: ScalarType) -> Value:
+    """RESCALE's multiplier or shift operand: a [n] constant of `element`.
+
+    One Python integer (alone or in a list: a per-tensor RESCALE) is looked up
+    as zero points are; an integer array keeps its dtype, so one already of the
+    constant's type is not converted and compared again."""
+    one = values if values.__class__ is int else (
+        values[0] if values.__class__ is list and len(values) == 1  # type: ignore[union-attr]
+        and values[0].__class__ is int else None)  # type: ignore[index]
+    if one is not None:
+        request = (one, element)
+        known = _ONE_INTEGERS.get(request)
+        if known is None:
+            known = _ONE_INTEGERS.keep(request, _one_value(np.array([one], dtype=np.int64),
+                                                           element))
+        return _one_value_const(b, *known)
     array = np.atleast_1d(np.asarray(values))
-    return array if array.dtype.kind in "iu" else array.astype(np.int64)
+    return const(b, array if array.dtype.kind in "iu" else array.astype(np.int64), element)
+
+
+# (Python integer, element) -> the [1] constant it is: per-tensor RESCALEs ask for
+# the same multipliers and shifts again and again.
+_ONE_INTEGERS: BoundedMemo = BoundedMemo()
 
 
 # ---------------------------------------------------------------------------
