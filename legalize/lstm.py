@@ -363,9 +363,12 @@ def lower_bidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value]
 
 
 def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    """Two's complement wrap to `bits` bits (C++'s implicit narrowing)."""
-    half = 1 << (bits - 1)
-    return ((x + half) & ((1 << bits) - 1)) - half
+    """Two's complement wrap to `bits` bits (C++'s implicit narrowing), which
+    numpy's cast to the narrower integer type is."""
+    return x.astype(_RAW_TYPES[bits]).astype(x.dtype)
+
+
+_RAW_TYPES = {16: np.int16, 32: np.int32}
 
 
 def _limits(bits: int) -> tuple[int, int]:
