@@ -640,14 +640,12 @@ def _wrap32(x: int) -> int:
 
 def saturating_rounding_doubling_high_mul(a: int, b: int) -> int:
     """gemmlowp `SaturatingRoundingDoublingHighMul` on int32: round(a * b / 2^31),
-    ties toward +inf (the nudge is 2^30, or 1 - 2^30 for negative products, then
-    C division truncates), INT32_MIN * INT32_MIN saturates."""
+    ties toward +inf, INT32_MIN * INT32_MIN saturates. gemmlowp nudges the
+    product by 2^30 (by 1 - 2^30 when negative) and C division truncates; for a
+    negative product that is the floor of (a * b + 2^30) / 2^31 too."""
     if a == b == -(1 << 31):
         return INT32_MAX
-    product = a * b
-    nudged = product + ((1 << 30) if product >= 0 else 1 - (1 << 30))
-    quotient = abs(nudged) >> 31
-    return quotient if nudged >= 0 else -quotient
+    return (a * b + (1 << 30)) >> 31
 
 
 def rounding_divide_by_pot(x: int, exponent: int) -> int:
