@@ -65,6 +65,7 @@ LOGICAL_LEFT_SHIFT and BITWISE_AND compute the normalized sum.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -595,12 +596,14 @@ def _multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> in
         saturating_rounding_doubling_high_mul(_wrap32(x * (1 << left)), multiplier), right)
 
 
+@functools.cache
 def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
     """(multiplier, left shift) of TFLite's GetInvSqrtQuantizedMultiplierExp(value, -1).
 
     common.h: the input is normalized to [2^27, 2^29) by pairs of bits, then
     five gemmlowp Newton-Raphson steps x <- 3/2 x - (v/2) x^3 in Q3.28
-    starting at x = 1, times sqrt(1/2).
+    starting at x = 1, times sqrt(1/2). Kept per value: an int8 RSQRT reads
+    at most 255 of them, and a model's RSQRTs mostly the same ones.
     """
     if value <= 1:
         return _INT32_MAX, 0
