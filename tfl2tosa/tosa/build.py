@@ -187,8 +187,23 @@ _INTEGER_RANGES = {size: (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1)
                    for size in (1, 2, 4, 8)}
 
 
-# graph -> (the op list being built, one-value constant key -> (value, index in it))
+class _SharedConstants:
+    """The shared constants made into one graph's op list being built:
+    constant key -> (value, its index in `ops`)."""
+
+    __slots__ = ("ops", "known", "__weakref__")
+
+    def __init__(self, ops: list[Any]) -> None:
+        self.ops = ops
+        self.known: dict[tuple[Any, ...], tuple[Value, int]] = {}
+
+
+# graph -> its _SharedConstants, dropped with the graph
 _ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The graph asked last and its constants, both held weakly: patterns ask op
+# after op of one graph, and a WeakKeyDictionary lookup makes a new weak
+# reference each time.
+_LAST_ASKED: list[Any] = [lambda: None, lambda: None]
 
 # A one-value constant: its key in _ONE_VALUE_CONSTS, its converted array, its element.
 OneValue = tuple[tuple[Any, ...], np.ndarray, ElementType]
@@ -225,10 +240,14 @@ def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
     ask for the same zero points, multipliers and shifts op after op, and CSE
     would merge the copies into the first anyway. The name a copy would have taken is still used
     up, so every other value keeps its name."""
-    cache = _ONE_VALUE_CONSTS.get(b.graph)
-    if cache is None or cache[0] is not b.ops:
-        cache = _ONE_VALUE_CONSTS[b.graph] = (b.ops, {})
-    ops, known = cache
+    graph_asked, cache_asked = _LAST_ASKED
+    cache = cache_asked()
+    if cache is None or graph_asked() is not b.graph or cache.ops is not b.ops:
+        cache = _ONE_VALUE_CONSTS.get(b.graph)
+        if cache is None or cache.ops is not b.ops:
+            cache = _ONE_VALUE_CONSTS[b.graph] = _SharedConstants(b.ops)
+        _LAST_ASKED[:] = weakref.ref(b.graph), weakref.ref(cache)
+    ops, known = cache.ops, cache.known
     hit = known.get(key)
     if hit is not None:
         value, index = hit
