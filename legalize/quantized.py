@@ -243,11 +243,11 @@ _QUANTIZED_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
 def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
-    if values.size <= 1:
+    if not values.size:
+        return np.zeros(values.shape, dtype=np.int64), np.zeros(values.shape, dtype=np.int64)
+    if values.size == 1:
         # One scale (a per-tensor RESCALE): the scalar definitions, without the
-        # fixed cost of a dozen array operations.
-        if not values.size:
-            return np.zeros(values.shape, dtype=np.int64), np.zeros(values.shape, dtype=np.int64)
+        # fixed cost of the array operations.
         scalar = quantize_multiplier if scale32 else quantize_multiplier_16
         multiplier, shift = scalar(float(values.reshape(-1)[0]))
         return (np.full(values.shape, multiplier, dtype=np.int64),
