@@ -819,15 +819,17 @@ def sigmoid_input_scaling(scale: float, kernel: SigmoidKernel) -> tuple[int, int
     return int(multiplier), shift
 
 
+@functools.cache
 def sigmoid_segment_tables(kernel: SigmoidKernel) -> tuple[np.ndarray, np.ndarray]:
     """(base, slope) per table segment: base `(t[i] << f) - offset`, slope
     `t[i+1] - t[i]`; segment 255 is the saturated result with slope 0, so
-    that indices clamped to 255 need no select."""
+    that indices clamped to 255 need no select. Read-only, made once per kernel."""
     f = kernel.fraction_bits
     table = SIGMOID_TABLE_UINT16
-    base = np.append(table[:255] << f, kernel.saturated) - kernel.offset
-    slope = np.append(np.diff(table), 0)
-    return base.astype(np.int32), slope.astype(np.int32)
+    base = (np.append(table[:255] << f, kernel.saturated) - kernel.offset).astype(np.int32)
+    slope = np.append(np.diff(table), 0).astype(np.int32)
+    base.flags.writeable = slope.flags.writeable = False
+    return base, slope
 
 
 def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
