@@ -386,8 +386,8 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     """
     t = _tensor(x)
     scale32 = storage_type(t.element).bits != 48
-    if scale.__class__ is float or scale.__class__ is int:  # one scale: no arrays
-        multiplier, shift = _quantize_one(float(scale), scale32)  # type: ignore[arg-type]
+    if isinstance(scale, (float, int)):  # one scale: no arrays
+        multiplier, shift = _quantize_one(float(scale), scale32)
         if rounding == GEMM_ROUND and scale32:
             return _gemm_rescale(rw, x, [(multiplier, shift)], out, input_zp, output_zp)
         return rescale_by_multiplier(rw, x, multiplier, shift, out, input_zp=input_zp,
@@ -455,7 +455,7 @@ def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: int | Sequence[in
     return build.rescale(
         rw, x, multipliers, shifts, in_zp, out_zp, out,
         scale32=scale32, rounding_mode=rounding if scale32 else SINGLE_ROUND,
-        per_channel=multipliers.__class__ is not int and len(multipliers) > 1,  # type: ignore[arg-type]
+        per_channel=not isinstance(multipliers, int) and len(multipliers) > 1,
         input_unsigned=_is_unsigned(t.element),
         output_unsigned=_is_unsigned(out))
 

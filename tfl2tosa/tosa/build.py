@@ -401,10 +401,8 @@ def _rescale_operand(b: Builder, values: int | Sequence[int], element: ScalarTyp
     One Python integer (alone or in a list: a per-tensor RESCALE) is looked up
     as zero points are; an integer array keeps its dtype, so one already of the
     constant's type is not converted and compared again."""
-    one = values if values.__class__ is int else (
-        values[0] if values.__class__ is list and len(values) == 1  # type: ignore[union-attr]
-        and values[0].__class__ is int else None)  # type: ignore[index]
-    if one is not None:
+    one = values[0] if isinstance(values, list) and len(values) == 1 else values
+    if one.__class__ is int:
         request = (one, element)
         known = _ONE_INTEGERS.get(request)
         if known is None:
