@@ -65,6 +65,7 @@ LOGICAL_LEFT_SHIFT and BITWISE_AND compute the normalized sum.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -595,12 +596,14 @@ def _multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> in
         saturating_rounding_doubling_high_mul(_wrap32(x * (1 << left)), multiplier), right)
 
 
+@functools.cache
 def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
     """(multiplier, left shift) of TFLite's GetInvSqrtQuantizedMultiplierExp(value, -1).
 
     common.h: the input is normalized to [2^27, 2^29) by pairs of bits, then
     five gemmlowp Newton-Raphson steps x <- 3/2 x - (v/2) x^3 in Q3.28
-    starting at x = 1, times sqrt(1/2).
+    starting at x = 1, times sqrt(1/2). Kept per value: an int8 RSQRT reads
+    at most 255 of them, and a model's RSQRTs mostly the same ones.
     """
     if value <= 1:
         return _INT32_MAX, 0
@@ -816,15 +819,17 @@ def sigmoid_input_scaling(scale: float, kernel: SigmoidKernel) -> tuple[int, int
     return int(multiplier), shift
 
 
+@functools.cache
 def sigmoid_segment_tables(kernel: SigmoidKernel) -> tuple[np.ndarray, np.ndarray]:
     """(base, slope) per table segment: base `(t[i] << f) - offset`, slope
     `t[i+1] - t[i]`; segment 255 is the saturated result with slope 0, so
-    that indices clamped to 255 need no select."""
+    that indices clamped to 255 need no select. Read-only, made once per kernel."""
     f = kernel.fraction_bits
     table = SIGMOID_TABLE_UINT16
-    base = np.append(table[:255] << f, kernel.saturated) - kernel.offset
-    slope = np.append(np.diff(table), 0)
-    return base.astype(np.int32), slope.astype(np.int32)
+    base = (np.append(table[:255] << f, kernel.saturated) - kernel.offset).astype(np.int32)
+    slope = np.append(np.diff(table), 0).astype(np.int32)
+    base.flags.writeable = slope.flags.writeable = False
+    return base, slope
 
 
 def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,

@@ -12,7 +12,7 @@ which the fallback, and why each unconverted op was refused.
 from __future__ import annotations
 
 from legalize.fallback import lower_through_float
-from legalize.registry import Registered, op_key, patterns_for
+from legalize.registry import KINDS, Registered, op_key, patterns_for
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Failure, Rewriter, discard_since, replace_op
 from tfl2tosa.ir.types import (
@@ -151,6 +151,18 @@ def serves(entry: Registered, quantized: bool, weights: frozenset[int] | None) -
     return entry.kind == "integer" or weights is not None
 
 
+def _candidate_kinds(quantized: bool, weights: frozenset[int] | None) -> tuple[str, ...]:
+    """The kinds of pattern `serves` may hand an op (float ones also stand for
+    the reason a quantized op falls back): their modules alone are imported."""
+    if weights is not None:
+        return KINDS
+    return _QUANTIZED_KINDS if quantized else _FLOAT_KINDS
+
+
+_QUANTIZED_KINDS = tuple(k for k in KINDS if k != "hybrid")
+_FLOAT_KINDS = tuple(k for k in KINDS if k in ("float", "any"))
+
+
 def _float_results(op: Op) -> bool:
     return all(isinstance(v.type, TensorType) and not is_quantized(v.type.element)
                and v.type.element.is_float for v in op.results)
@@ -257,7 +269,7 @@ def _lower_op(graph: Graph, new_ops: list[Op], op: Op, fallback: bool,
                          refusal)
     weights = quantized_weights(op) if quantized else None
     reasons: list[str] = []
-    for entry in patterns_for(op_key(op), disabled):
+    for entry in patterns_for(op_key(op), disabled, _candidate_kinds(quantized, weights)):
         if not serves(entry, quantized, weights):
             if entry.kind == "float":  # the op's quantized types are why it falls back
                 reasons.append(f"{op.name}: quantized types need the integer path")

@@ -45,11 +45,20 @@ def build_index() -> dict[str, tuple[tuple[str, str], ...]]:
 
 
 def render(index: dict[str, tuple[tuple[str, str], ...]]) -> str:
+    """The index module's text: `index`, then each pattern's kind (from the
+    registry `build_index` loaded), by which the registry imports only modules
+    whose patterns can serve an op."""
+    from legalize.registry import LABELS
+
     lines = [HEADER, "PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {"]
     for op_name, entries in index.items():
         lines.append(f"    {op_name!r}: (")
         lines.extend(f"        ({module!r}, {label!r})," for module, label in entries)
         lines.append("    ),")
+    lines += ["}", "", "", "# pattern label -> its kind (`legalize.registry.KINDS`)",
+              "KINDS: dict[str, str] = {"]
+    labels = sorted({label for entries in index.values() for _, label in entries})
+    lines.extend(f"    {label!r}: {LABELS[label].kind!r}," for label in labels)
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -367,14 +367,18 @@ def lower_bidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value]
 
 # ---------------------------------------------------------------------------
 # gemmlowp fixed point (fixedpoint/fixedpoint.h) on whole numpy arrays, for a
-# raw type of `bits` bits (16 or 32). Every array holds the raw integers in
-# int64; results are wrapped to the raw type where C++ would wrap.
+# raw type of `bits` bits (16 or 32). Arrays hold the raw integers in int64
+# (int32 suffices for 16 bits, see int16_lookup); results are wrapped to the
+# raw type where C++ would wrap.
 
 
 def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    """Two's complement wrap to `bits` bits (C++'s implicit narrowing)."""
-    half = 1 << (bits - 1)
-    return ((x + half) & ((1 << bits) - 1)) - half
+    """Two's complement wrap to `bits` bits (C++'s implicit narrowing), which
+    numpy's cast to the narrower integer type is."""
+    return x.astype(_RAW_TYPES[bits]).astype(x.dtype)
+
+
+_RAW_TYPES = {16: np.int16, 32: np.int32}
 
 
 def _limits(bits: int) -> tuple[int, int]:
@@ -383,13 +387,21 @@ def _limits(bits: int) -> tuple[int, int]:
 
 def _doubling_high_mul(a: np.ndarray, b: np.ndarray | int, bits: int) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul: round(a * b / 2^(bits - 1)), ties toward
-    +inf via the nudge then C's truncating division; min * min saturates."""
+    +inf; min * min saturates.
+
+    The kernel nudges the product p by 2^(bits - 2) (by 1 - 2^(bits - 2) when
+    negative) and divides truncating toward zero: for negative p that is the
+    floor of p + 2^(bits - 2) over 2^(bits - 1) too, so one arithmetic shift
+    of p + 2^(bits - 2) gives every quotient."""
     low, high = _limits(bits)
-    b = np.broadcast_to(np.asarray(b, dtype=np.int64), np.shape(a))
-    product = a * b
-    nudged = product + np.where(product >= 0, 1 << (bits - 2), 1 - (1 << (bits - 2)))
-    quotient = np.sign(nudged) * (np.abs(nudged) >> (bits - 1))
-    return np.where((a == b) & (a == low), high, quotient)
+    quotient = (a * b + (1 << (bits - 2))) >> (bits - 1)
+    if isinstance(b, np.ndarray):
+        saturated = (a == low) & (b == low)
+    elif b == low:
+        saturated = a == low
+    else:
+        return quotient
+    return np.where(saturated, high, quotient)
 
 
 def _rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
@@ -417,9 +429,10 @@ def _constant(raw32: int, bits: int) -> int:
 
 
 def _rounding_half_sum(a: np.ndarray, b: int) -> np.ndarray:
+    """RoundingHalfSum: (a + b +- 1) / 2, truncating: (a + b + 1) >> 1 from 0 up,
+    (a + b) >> 1 below."""
     total = a + b
-    halved = total + np.where(total >= 0, 1, -1)
-    return np.sign(halved) * (np.abs(halved) >> 1)
+    return (total + (total >= 0)) >> 1
 
 
 def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: np.ndarray,
@@ -511,7 +524,9 @@ def int16_lookup(fn: Callable[[np.ndarray, int, int], np.ndarray],
     int16, indexed by input + 32768. Computed once per (fn, integer_bits): the
     fixed-point evaluation of every int16 input is slow in Python, and
     every LSTM of a model uses the same few tables (read-only, shared)."""
-    inputs = np.arange(-32768, 32768, dtype=np.int64)
+    # int32 holds every intermediate of 16-bit raw values (a product of two is
+    # below 2^30) in half the memory int64 takes.
+    inputs = np.arange(-32768, 32768, dtype=np.int32)
     table = fn(inputs, 16, integer_bits).astype(np.int16)
     table.flags.writeable = False
     return table

@@ -243,15 +243,18 @@ _QUANTIZED_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
 def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray, np.ndarray]:
+    if not values.size:
+        return np.zeros(values.shape, dtype=np.int64), np.zeros(values.shape, dtype=np.int64)
     if values.size == 1:
         # One scale (a per-tensor RESCALE): the scalar definitions, without the
-        # fixed cost of a dozen array operations.
+        # fixed cost of the array operations.
         scalar = quantize_multiplier if scale32 else quantize_multiplier_16
         multiplier, shift = scalar(float(values.reshape(-1)[0]))
         return (np.full(values.shape, multiplier, dtype=np.int64),
                 np.full(values.shape, shift, dtype=np.int64))
     # min() is NaN if any value is, and NaN >= 0 is false.
-    if values.size and not (values.min() >= 0 and values.max() < math.inf):
+    low = values.min()
+    if not (low >= 0 and values.max() < math.inf):
         bad = ~(np.isfinite(values) & (values >= 0))
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
@@ -259,24 +262,25 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
     # f * 2^31 lies in [2^30, 2^31) (or is 0): adding 1/2 is exact below 2^31, and
     # a sum from 2^31 up floors to 2^31 however it rounds, so the floor rounds half
     # up on the exact value, as the scalar definition does.
-    multiplier = np.floor(np.ldexp(fraction, 31) + 0.5).astype(np.int64)
-    exponent = exponent.astype(np.int64)
-    # A mantissa that rounded up to 2^31 is halved with the exponent raised.
-    carried = multiplier >> 31
-    multiplier >>= carried
-    exponent += carried
-    if scale32:
-        shift = 31 - exponent
-    else:
+    scaled = np.ldexp(fraction, 31)
+    scaled += 0.5
+    multiplier = np.floor(scaled, out=scaled).astype(np.int64)
+    shift = np.subtract(31 if scale32 else 15, exponent, dtype=np.int64)
+    if multiplier.max() >> 31:
+        # A mantissa that rounded up to 2^31 is halved with the exponent raised.
+        carried = multiplier >> 31
+        multiplier >>= carried
+        shift -= carried
+    if not scale32:
         multiplier = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
-        shift = 15 - exponent
     # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
-    zero = (values == 0) | (exponent < -31)
-    if zero.any():
+    kept = (31 if scale32 else 15) + 31  # the shift of exponent -31, the last kept
+    if low == 0 or shift.max() > kept:
+        zero = (values == 0) | (shift > kept)
         multiplier[zero] = 0
         shift[zero] = ZERO_SHIFT
-    small = shift < MIN_SHIFT
-    if small.any():
+    if shift.min() < MIN_SHIFT:
+        small = shift < MIN_SHIFT
         kind = "RESCALE" if scale32 else "16-bit RESCALE"
         raise UnsupportedScale(f"scale {float(values[small][0])!r} needs {kind} shift "
                                f"{int(shift[small][0])} < {MIN_SHIFT}")
@@ -382,12 +386,36 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     """
     t = _tensor(x)
     scale32 = storage_type(t.element).bits != 48
+    if isinstance(scale, (float, int)):  # one scale: no arrays
+        multiplier, shift = _quantize_one(float(scale), scale32)
+        if rounding == GEMM_ROUND and scale32:
+            return _gemm_rescale(rw, x, [(multiplier, shift)], out, input_zp, output_zp)
+        return rescale_by_multiplier(rw, x, multiplier, shift, out, input_zp=input_zp,
+                                     output_zp=output_zp, rounding=rounding)
     multipliers, shifts = quantize_multipliers(scale, scale32)
     if rounding == GEMM_ROUND and scale32:
         pairs = list(zip(multipliers.tolist(), shifts.tolist()))
         return _gemm_rescale(rw, x, pairs, out, input_zp, output_zp)
-    return rescale_by_multiplier(rw, x, multipliers, shifts, out,
+    # In the constants' own types (both fit them by construction), which
+    # build.rescale then need not convert and check value by value.
+    return rescale_by_multiplier(rw, x, multipliers.astype(np.int32 if scale32 else np.int16),
+                                 shifts.astype(np.int8), out,
                                  input_zp=input_zp, output_zp=output_zp, rounding=rounding)
+
+
+def _quantize_one(scale: float, scale32: bool) -> tuple[int, int]:
+    """quantize_multiplier (or quantize_multiplier_16) of one scale, kept."""
+    request = (scale, scale32)
+    known = _QUANTIZED_MULTIPLIER.get(request)
+    if known is None:
+        scalar = quantize_multiplier if scale32 else quantize_multiplier_16
+        known = _QUANTIZED_MULTIPLIER.keep(request, scalar(scale))
+    return known
+
+
+# (scale, scale32) -> (multiplier, shift) of one scale: a model asks for the same
+# few (unit widenings, ADD's 2^20, layers that share their quantization) op after op.
+_QUANTIZED_MULTIPLIER: BoundedMemo = BoundedMemo()
 
 
 def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out: ElementType,
@@ -410,11 +438,12 @@ def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out:
                                  input_zp=0, output_zp=output_zp, rounding=SINGLE_ROUND)
 
 
-def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],
-                          shifts: Sequence[int], out: ElementType, *,
+def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: int | Sequence[int],
+                          shifts: int | Sequence[int], out: ElementType, *,
                           input_zp: int | None = None, output_zp: int | None = None,
                           rounding: str = DOUBLE_ROUND) -> Value:
-    """RESCALE with given (multiplier, shift) pairs (one, or one per channel).
+    """RESCALE with given (multiplier, shift) pairs (one, as integers or lists of
+    one, or one per channel).
 
     For recipes whose multiplier is not QuantizeMultiplier of a real scale
     (MEAN's 1/N folding). 48-bit inputs take 16-bit multipliers, SINGLE_ROUND.
@@ -426,7 +455,8 @@ def rescale_by_multiplier(rw: Rewriter, x: Value, multipliers: Sequence[int],
     return build.rescale(
         rw, x, multipliers, shifts, in_zp, out_zp, out,
         scale32=scale32, rounding_mode=rounding if scale32 else SINGLE_ROUND,
-        per_channel=len(multipliers) > 1, input_unsigned=_is_unsigned(t.element),
+        per_channel=not isinstance(multipliers, int) and len(multipliers) > 1,
+        input_unsigned=_is_unsigned(t.element),
         output_unsigned=_is_unsigned(out))
 
 
@@ -610,14 +640,12 @@ def _wrap32(x: int) -> int:
 
 def saturating_rounding_doubling_high_mul(a: int, b: int) -> int:
     """gemmlowp `SaturatingRoundingDoublingHighMul` on int32: round(a * b / 2^31),
-    ties toward +inf (the nudge is 2^30, or 1 - 2^30 for negative products, then
-    C division truncates), INT32_MIN * INT32_MIN saturates."""
+    ties toward +inf, INT32_MIN * INT32_MIN saturates. gemmlowp nudges the
+    product by 2^30 (by 1 - 2^30 when negative) and C division truncates; for a
+    negative product that is the floor of (a * b + 2^30) / 2^31 too."""
     if a == b == -(1 << 31):
         return INT32_MAX
-    product = a * b
-    nudged = product + ((1 << 30) if product >= 0 else 1 - (1 << 30))
-    quotient = abs(nudged) >> 31
-    return quotient if nudged >= 0 else -quotient
+    return (a * b + (1 << 30)) >> 31
 
 
 def rounding_divide_by_pot(x: int, exponent: int) -> int:

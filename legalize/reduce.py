@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
@@ -457,18 +456,13 @@ def reduced_axes(op: Op, rank: int) -> list[int] | Failure:
     return axes
 
 
-class Reduction(NamedTuple):
-    """What every quantized reduction checks first: per-tensor input and output
-    of one storage type, the reduced axes and how many elements each output sums."""
-
-    x_type: UniformQuantized
-    out_type: UniformQuantized
-    shape: tuple[int, ...]
-    axes: list[int]
-    count: int
+# (input type, output type, input shape, reduced axes, elements each output sums)
+Reduction = tuple[UniformQuantized, UniformQuantized, tuple[int, ...], list[int], int]
 
 
 def reduction(op: Op, *storages: str) -> Reduction | Failure:
+    """What every quantized reduction checks first: per-tensor input and output
+    of one storage type, the reduced axes and how many elements each output sums."""
     elements = require_per_tensor(op, [op.operands[0], op.results[0]], *storages)
     if isinstance(elements, Failure):
         return elements
@@ -479,7 +473,7 @@ def reduction(op: Op, *storages: str) -> Reduction | Failure:
     axes = reduced_axes(op, len(shape))
     if isinstance(axes, Failure):
         return axes
-    return Reduction(x_type, out_type, shape, axes, math.prod(shape[a] for a in axes))
+    return x_type, out_type, shape, axes, math.prod(shape[a] for a in axes)
 
 
 @pattern("tfl.mean", kind="integer", label="mean_int", types=("i8", "i16"))

@@ -68,9 +68,10 @@ DEFAULT_TYPES = {"float": ("f32", "f16"), "integer": ("i8", "u8"), "hybrid": ("f
 
 PATTERNS: dict[str, list[Registered]] = {}
 LABELS: dict[str, Registered] = {}
-# op name -> its patterns in the order they are tried, worked out once per op
-# (every op of every model asks); registering a pattern starts it afresh.
-_ORDERED: dict[str, list[Registered]] = {}
+# (op name, kinds) -> its patterns of those kinds in the order they are tried,
+# worked out once per op (every op of every model asks); registering a pattern
+# starts it afresh.
+_ORDERED: dict[tuple[str, tuple[str, ...]], list[Registered]] = {}
 # The kinds in the order their patterns are tried where several serve one op:
 # TFLite's hybrid arithmetic before the float lowering of dequantized weights,
 # type-generic data movement before the integer patterns (the uint8 wrappers
@@ -121,19 +122,26 @@ def _index() -> dict[str, tuple[tuple[str, str], ...]]:
     return index
 
 
-def _registered(op_name: str) -> list[Registered]:
-    """Every pattern of `op_name` in the order a full import tries them,
-    importing the modules that register them first."""
-    cached = _ORDERED.get(op_name)
+def _registered(op_name: str, kinds: tuple[str, ...]) -> list[Registered]:
+    """The patterns of `op_name` of `kinds` in the order a full import tries
+    them, importing the modules that register them first (only those: a
+    float model needs no hybrid or uint8 module)."""
+    request = (op_name, kinds)
+    cached = _ORDERED.get(request)
     if cached is not None:
         return cached
+    from legalize.pattern_index import KINDS as kind_of
+
     indexed = _index().get(op_name, ())
-    for module, _ in indexed:
-        importlib.import_module(module)
-    ordered = [LABELS[label] for _, label in indexed if label in LABELS]
+    for module, label in indexed:
+        kind = kind_of.get(label)  # None: a (stale) index's unknown label, imported
+        if kind is None or kind in kinds:
+            importlib.import_module(module)
+    ordered = [LABELS[label] for _, label in indexed
+               if label in LABELS and LABELS[label].kind in kinds]
     # A pattern the (stale) index does not know yet still runs, last.
-    ordered += [e for e in PATTERNS.get(op_name, ()) if e not in ordered]
-    _ORDERED[op_name] = ordered
+    ordered += [e for e in PATTERNS.get(op_name, ()) if e not in ordered and e.kind in kinds]
+    _ORDERED[request] = ordered
     return ordered
 
 
@@ -162,8 +170,9 @@ def known_custom_ops() -> list[str]:
 
 def patterns_for(op_name: str, disabled: frozenset[str] = frozenset(),
                  kinds: tuple[str, ...] = KINDS) -> list[Registered]:
-    return [p for p in _registered(op_name)
-            if p.label not in disabled and p.kind in kinds]
+    """`op_name`'s patterns of `kinds` (in `KINDS` order) not `disabled`, in the
+    order they are tried."""
+    return [p for p in _registered(op_name, kinds) if p.label not in disabled]
 
 
 @functools.cache

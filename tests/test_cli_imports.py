@@ -84,7 +84,8 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
 
 
 @pytest.mark.parametrize("model, families", [
-    ("arch/lstm_classifier_int8", ("legalize.lstm", "legalize.rnn", "legalize.hybrid")),
+    ("arch/lstm_classifier_int8", ("legalize.lstm", "legalize.rnn")),
+    ("arch/lstm_classifier_dynamic_range", ("legalize.lstm", "legalize.rnn", "legalize.hybrid")),
     ("unit/int8/resize_bilinear_align_corners", ("legalize.resize",)),
     ("arch/attention_block_int16x8", ("legalize.conv",)),
     ("arch/mobilenet_tiny_float32", ("legalize.conv",)),

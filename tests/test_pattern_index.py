@@ -52,6 +52,23 @@ def test_lazy_loading_converts_like_a_full_load():
     assert not {"legalize.rnn", "legalize.complex"} & loaded
 
 
+def test_patterns_that_cannot_serve_a_model_are_not_imported():
+    """Hybrid patterns serve only quantized weights with float activations: a
+    float or fully quantized model does not import their module, and converts
+    as with it loaded (test above)."""
+    models = [ROOT / "models/arch/mobilenet_tiny_float32.tflite",
+              ROOT / "models/arch/mobilenet_tiny_int8.tflite"]
+    code = ("import sys\nfrom tfl2tosa.pipeline import convert\n"
+            "for path in sys.argv[1:]:\n    convert(path)\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('legalize.')))")
+    done = subprocess.run([sys.executable, "-c", code, *map(str, models)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert "legalize.conv" in loaded
+    assert "legalize.hybrid" not in loaded
+
+
 def test_unknown_disabled_label_is_a_usage_error():
     with pytest.raises(UsageError, match="no_such_pattern"):
         convert(ROOT / "models/unit/float32/add.tflite", disabled={"no_such_pattern"})

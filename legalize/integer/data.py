@@ -186,8 +186,11 @@ def _lower_twin(op: Op, rw: Rewriter, lower: Callable[[Op, Rewriter], object]
 def uint8_as_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     """A uint8 op as its int8 pattern on the int8 twins of its operands, the
     results moved back to uint8 (unit RESCALEs, exact)."""
-    if not any(is_uint8(tensor_type(v).element) for v in (*op.operands, *op.results)
-               if tensor_type(v) is not None):
+    for v in (*op.operands, *op.results):
+        t = tensor_type(v)
+        if t is not None and is_uint8(t.element):
+            break
+    else:  # every int8 op of a model comes here first
         return Failure(f"{op.name}: no uint8 tensors")
     reasons = []
     for entry in patterns_for(op.name, rw.disabled, kinds=("integer", "any")):

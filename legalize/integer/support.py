@@ -143,6 +143,8 @@ def accumulator_bias(rw: Rewriter, op: Op, index: int, channels: int,
     if t.shape is None or math.prod(t.shape) != channels:
         return Failure(f"{op.name}: bias shape {t.shape} for {channels} channels")
     array = constant_value(bias)
+    if array is not None and array.dtype == dtype:  # TFLite's int32 bias of 8-bit ops
+        return build.const(rw, array.reshape(channels), acc)
     if array is not None:
         values = np.asarray(array, dtype=np.int64).reshape(channels)
         # A bias whose own type is no wider than the accumulator fits it.

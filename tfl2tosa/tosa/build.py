@@ -187,8 +187,23 @@ _INTEGER_RANGES = {size: (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1)
                    for size in (1, 2, 4, 8)}
 
 
-# graph -> (the op list being built, one-value constant key -> (value, index in it))
+class _SharedConstants:
+    """The shared constants made into one graph's op list being built:
+    constant key -> (value, its index in `ops`)."""
+
+    __slots__ = ("ops", "known", "__weakref__")
+
+    def __init__(self, ops: list[Any]) -> None:
+        self.ops = ops
+        self.known: dict[tuple[Any, ...], tuple[Value, int]] = {}
+
+
+# graph -> its _SharedConstants, dropped with the graph
 _ONE_VALUE_CONSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The graph asked last and its constants, both held weakly: patterns ask op
+# after op of one graph, and a WeakKeyDictionary lookup makes a new weak
+# reference each time.
+_LAST_ASKED: list[Any] = [lambda: None, lambda: None]
 
 # A one-value constant: its key in _ONE_VALUE_CONSTS, its converted array, its element.
 OneValue = tuple[tuple[Any, ...], np.ndarray, ElementType]
@@ -225,10 +240,14 @@ def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
     ask for the same zero points, multipliers and shifts op after op, and CSE
     would merge the copies into the first anyway. The name a copy would have taken is still used
     up, so every other value keeps its name."""
-    cache = _ONE_VALUE_CONSTS.get(b.graph)
-    if cache is None or cache[0] is not b.ops:
-        cache = _ONE_VALUE_CONSTS[b.graph] = (b.ops, {})
-    ops, known = cache
+    graph_asked, cache_asked = _LAST_ASKED
+    cache = cache_asked()
+    if cache is None or graph_asked() is not b.graph or cache.ops is not b.ops:
+        cache = _ONE_VALUE_CONSTS.get(b.graph)
+        if cache is None or cache.ops is not b.ops:
+            cache = _ONE_VALUE_CONSTS[b.graph] = _SharedConstants(b.ops)
+        _LAST_ASKED[:] = weakref.ref(b.graph), weakref.ref(cache)
+    ops, known = cache.ops, cache.known
     hit = known.get(key)
     if hit is not None:
         value, index = hit
@@ -366,15 +385,37 @@ def rescale(b: Builder, x: Value, multiplier: int | Sequence[int], shift: int | 
     t = _tensor_type(x)
     if not isinstance(out_type, TensorType):
         out_type = t.with_element(out_type)
-    multipliers = np.atleast_1d(np.asarray(multiplier, dtype=np.int64))
-    shifts = np.atleast_1d(np.asarray(shift, dtype=np.int64))
     if per_channel is None:
-        per_channel = multipliers.size > 1
-    operands = [x, const(b, multipliers, i32 if scale32 else i16), const(b, shifts, i8),
+        per_channel = np.size(multiplier) > 1
+    operands = [x, _rescale_operand(b, multiplier, i32 if scale32 else i16),
+                _rescale_operand(b, shift, i8),
                 zero_point(b, in_zp, t.element), zero_point(b, out_zp, out_type.element)]
     return op(b, "tosa.rescale", operands, out_type, scale32=scale32,
               rounding_mode=rounding_mode, per_channel=per_channel,
               input_unsigned=input_unsigned, output_unsigned=output_unsigned)
+
+
+def _rescale_operand(b: Builder, values: int | Sequence[int], element: ScalarType) -> Value:
+    """RESCALE's multiplier or shift operand: a [n] constant of `element`.
+
+    One Python integer (alone or in a list: a per-tensor RESCALE) is looked up
+    as zero points are; an integer array keeps its dtype, so one already of the
+    constant's type is not converted and compared again."""
+    one = values[0] if isinstance(values, list) and len(values) == 1 else values
+    if one.__class__ is int:
+        request = (one, element)
+        known = _ONE_INTEGERS.get(request)
+        if known is None:
+            known = _ONE_INTEGERS.keep(request, _one_value(np.array([one], dtype=np.int64),
+                                                           element))
+        return _one_value_const(b, *known)
+    array = np.atleast_1d(np.asarray(values))
+    return const(b, array if array.dtype.kind in "iu" else array.astype(np.int64), element)
+
+
+# (Python integer, element) -> the [1] constant it is: per-tensor RESCALEs ask for
+# the same multipliers and shifts again and again.
+_ONE_INTEGERS: BoundedMemo = BoundedMemo()
 
 
 # ---------------------------------------------------------------------------
