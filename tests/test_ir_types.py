@@ -211,6 +211,18 @@ class TestMlirAgrees:
     pytest.param(lambda: UniformQuantizedPerAxis(i8, f32, -1, (0.5,), (0,)), id="negative_axis"),
     pytest.param(lambda: UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.0), (0, 0)),
                  id="per_axis_scale_zero"),
+    pytest.param(lambda: UniformQuantizedPerAxis.from_arrays(
+        i8, f32, 0, np.array([0.5, math.nan], np.float32), np.zeros(2, np.int64)),
+        id="from_arrays_scale_nan"),
+    pytest.param(lambda: UniformQuantizedPerAxis.from_arrays(
+        i8, f32, 0, np.array([math.inf, 0.5], np.float32), np.zeros(2, np.int64)),
+        id="from_arrays_scale_inf"),
+    pytest.param(lambda: UniformQuantizedPerAxis.from_arrays(
+        i8, f32, 0, np.array([0.5, -0.0], np.float32), np.zeros(2, np.int64)),
+        id="from_arrays_scale_negative_zero"),
+    pytest.param(lambda: UniformQuantizedPerAxis.from_arrays(
+        u8, f32, 0, np.array([0.5, 0.25], np.float32), np.zeros(3, np.int64)),
+        id="from_arrays_zero_points_count"),
     pytest.param(lambda: TensorType((2, -2), f32), id="negative_dim"),
     pytest.param(lambda: scalar_type("f7"), id="unknown_element"),
 ])
@@ -281,6 +293,10 @@ def test_tensor_shape_queries():
     t = TensorType((2, 3), f32)
     assert t.with_element(i8) == TensorType((2, 3), i8)
     assert t.with_shape(None) == TensorType(None, f32)
+    for shape in ((2, 3), (DYNAMIC, 3), (), None):
+        stripped = TensorType(shape, UniformQuantized(i8, f32, 0.5)).with_element(i8)
+        assert stripped == TensorType(shape, i8) and hash(stripped) == hash(TensorType(shape, i8))
+        assert str(stripped) == str(TensorType(shape, i8)) and stripped.shape == shape
 
 
 @pytest.mark.parametrize("element, dtype", [

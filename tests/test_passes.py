@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tfl2tosa.ir.builder import Builder
 from tfl2tosa.ir.core import Graph, Module, Op
@@ -404,6 +406,121 @@ def test_cse_merges_multi_result_ops_and_keeps_unhashable_attrs_apart():
     graph.set_outputs([*s2.results, u1.result, u2.result])
     assert cse(module) == 1
     assert graph.outputs[:2] == s1.results and graph.ops == [s1, u1, u2]
+
+
+def test_cse_merges_into_the_first_op_with_the_same_result_types():
+    # The first op met with a key may have other result types: a later op merges
+    # into the first with its own types, for ops with operands and without.
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    x = graph.add_input("x", F4)
+    I32 = TensorType((4,), i32)
+    casts = [graph.append(Op("tosa.cast", [x], [t])) for t in (I32, I4, I4, I32)]
+    small = [const(graph, np.zeros(4, np.int8), element) for element in (i8, u8, u8, i8)]
+    large = [const(graph, np.zeros(512, np.int8), element) for element in (i8, u8, u8, i8)]
+    ops = [*casts, *small, *large]
+    graph.set_outputs([op.result for op in ops])
+    assert cse(module) == 6
+    assert graph.ops == [casts[0], casts[1], small[0], small[1], large[0], large[1]]
+    assert graph.outputs == [op.result for op in
+                             (casts[0], casts[1], casts[1], casts[0], small[0], small[1],
+                              small[1], small[0], large[0], large[1], large[1], large[0])]
+
+
+def _large(one_at: int | None) -> np.ndarray:
+    array = np.zeros(1024, np.float32)
+    if one_at is not None:
+        array[one_at] = 1.0  # index 1 lies between a sample's elements, index 0 on one
+    return array
+
+
+# Attributes CSE must tell apart or see as equal, made afresh for every op.
+_ATTRS = (
+    lambda: {}, lambda: {"k": 1}, lambda: {"k": True}, lambda: {"k": 0.0},
+    lambda: {"k": -0.0}, lambda: {"k": [1, 2]}, lambda: {"k": (1, 2)},
+    lambda: {"k": np.array([1, 2], np.int32)}, lambda: {"k": np.array([1, 2], np.int64)},
+    lambda: {"k": 1, "j": "a"}, lambda: {"j": "a", "k": 1}, lambda: {"side_effect": True},
+    lambda: {"k": _large(None)}, lambda: {"k": _large(1)},
+)
+
+
+# Constant payloads, made afresh for every op.
+_ARRAYS = (
+    lambda: np.array([0.0, 2.0], np.float32), lambda: np.array([-0.0, 2.0], np.float32),
+    lambda: np.array([[0.0, 2.0]], np.float32), lambda: np.array([0, 2], np.int32),
+    lambda: _large(None), lambda: _large(1), lambda: _large(0),
+)
+
+
+def _same_attribute(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_same_attribute, a, b))
+    return a == b
+
+
+def _first_equal_op(ops, operands_of, op, operands):
+    """By the definition: the first kept op with the same name, operands,
+    attributes and result types (pure ones only)."""
+    if op.attrs.get("side_effect"):
+        return None
+    for other in ops:
+        if (other.name == op.name and not other.attrs.get("side_effect")
+                and len(operands_of[id(other)]) == len(operands)
+                and all(a is b for a, b in zip(operands_of[id(other)], operands))
+                and other.attrs.keys() == op.attrs.keys()
+                and all(_same_attribute(v, op.attrs[k]) for k, v in other.attrs.items())
+                and [v.type for v in other.results] == [v.type for v in op.results]):
+            return other
+    return None
+
+
+_OP_SPECS = st.lists(st.tuples(st.sampled_from(("const", "tosa.abs", "tosa.add", "tfl.split")),
+                               st.integers(0, 30), st.integers(0, 30),
+                               st.integers(0, len(_ATTRS) - 1), st.booleans()),
+                     max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_OP_SPECS)
+def test_cse_matches_its_definition_on_random_graphs(specs):
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    values = [graph.add_input("x", F4), graph.add_input("y", F4)]
+    for kind, a, b, attrs, int_result in specs:
+        result = I4 if int_result else F4
+        if kind == "const":
+            array = _ARRAYS[a % len(_ARRAYS)]()
+            op = Op("tosa.const", [], [TensorType(array.shape, i8 if int_result else f32)],
+                    {"values": array})
+        else:
+            operands = {"tosa.abs": [values[a % len(values)]],
+                        "tosa.add": [values[a % len(values)], values[b % len(values)]],
+                        "tfl.split": [values[a % len(values)]]}[kind]
+            results = [result, result] if kind == "tfl.split" else [result]
+            op = Op(kind, operands, results, _ATTRS[attrs]())
+        values.extend(graph.append(op).results)
+    graph.set_outputs(values)
+    # The expected graph, worked out before CSE changes the ops.
+    replaced, kept, operands_of = {}, [], {}
+    for op in graph.ops:
+        operands = [replaced.get(id(v), v) for v in op.operands]
+        first = _first_equal_op(kept, operands_of, op, operands)
+        if first is None:
+            kept.append(op)
+            operands_of[id(op)] = operands
+        else:
+            replaced.update((id(old), new) for old, new in zip(op.results, first.results))
+    outputs = [replaced.get(id(v), v) for v in values]
+    assert cse(module) == len(specs) - len(kept)
+    assert graph.ops == kept and graph.outputs == outputs
+    assert all(op.operands == operands_of[id(op)] for op in kept)
+    graph.verify_structure()
 
 
 def test_dce_removes_dead_chains_in_every_graph():

@@ -36,8 +36,12 @@ class Builder:
             short = _SHORT_NAMES[name] = name.split(".", 1)[-1]
         base = f"{self.name_base}/{short}" if self.name_base else short
         unique_name = self.graph.unique_name
-        names = ([unique_name(n) for n in result_names] if result_names
-                 else [unique_name(base) for _ in result_types])
+        if result_names:
+            names = [unique_name(n) for n in result_names]
+        elif len(result_types) == 1:  # most ops
+            names = [unique_name(base)]
+        else:
+            names = [unique_name(base) for _ in result_types]
         op = Op(name, operands, result_types, attrs, result_names=names,
                 loc=self.loc if loc is None else loc)
         self.ops.append(op)

@@ -9,6 +9,7 @@ rewrite replaces uses without scanning the graph.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import chain, repeat
 from typing import Any
 
 from tfl2tosa.errors import IRError
@@ -182,7 +183,8 @@ class Graph:
     def replace_value(self, old: Value, new: Value) -> None:
         """Replace every use of `old` (including as a graph output) with `new`."""
         old.replace_all_uses_with(new)
-        self.outputs = [new if v is old else v for v in self.outputs]
+        if old in self.outputs:  # values compare by identity
+            self.outputs = [new if v is old else v for v in self.outputs]
 
     def erase_dead_ops(self) -> int:
         """Remove ops whose results are unused and that are not graph outputs.
@@ -194,12 +196,12 @@ class Graph:
         kept: list[Op] = []
         removed = 0
         for op in reversed(self.ops):
-            for v in op.results:
-                if v.uses or id(v) in live_outputs:
-                    used = True
-                    break
+            results = op.results
+            if len(results) == 1:  # most ops
+                value = results[0]
+                used = bool(value.uses) or id(value) in live_outputs
             else:
-                used = False
+                used = any(v.uses or id(v) in live_outputs for v in results)
             if used or op.name in SIDE_EFFECT_OPS or op.attrs.get("side_effect"):
                 kept.append(op)
             else:
@@ -262,9 +264,11 @@ class Module:
         return next(iter(self.graphs.values()))
 
     def ops(self) -> Iterator[tuple[Graph, Op]]:
-        for graph in self.graphs.values():
-            for op in graph.ops:
-                yield graph, op
+        """(graph, op) for every op of every graph, in order (each graph's op
+        list as it is when its turn comes). Several passes walk every op:
+        zip and chain make the pairs without a Python frame per op."""
+        return chain.from_iterable(zip(repeat(graph), graph.ops)
+                                   for graph in self.graphs.values())
 
     def __repr__(self) -> str:
         return f"Module({list(self.graphs)})"

@@ -28,7 +28,10 @@ class Failure(Frozen):
     _fields = ("reason",)
 
     def __init__(self, reason: str) -> None:
-        self._set(reason)
+        # _set, written out: patterns that do not apply make one each.
+        state = self.__dict__
+        state["reason"] = reason
+        state["_k"] = (reason,)
 
 
 PatternResult = Sequence[Value] | Failure | None
@@ -127,6 +130,13 @@ def replace_op(graph: Graph, op: Op, values: list[Value]) -> None:
     # Rewriter's name base); each final value takes the name of the tensor it
     # replaces, so names keep pointing back at the TFLite tensors. A value
     # returned for two results is renamed once.
+    if len(values) == 1:  # most ops: the loop below, for one result
+        old, new = op.results[0], values[0]
+        if new.owner is not None and new.name.startswith(old.name + "/"):
+            new.name, old.name = old.name, new.name
+        graph.replace_value(old, new)
+        op.drop_operand_uses()
+        return
     base = op.results[0].name + "/" if op.results else None
     renamed: set[int] = set()
     for old, new in zip(op.results, values):

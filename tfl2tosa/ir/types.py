@@ -237,14 +237,22 @@ def _format_params(scale: float, zero_point: int) -> str:
 
 def _check_storage(storage: ScalarType, expressed: ScalarType,
                    storage_min: int | None, storage_max: int | None) -> tuple[int, int]:
-    if not storage.is_integer:
+    # ScalarType's is_integer, is_float, min_value and max_value, read once each:
+    # every quantized tensor of a model comes through here.
+    kind = storage.kind
+    if kind != "signed" and kind != "unsigned":
         raise IRError(f"quantized storage type must be an integer type, got {storage}")
-    if not expressed.is_float:
+    if expressed.kind != "float":
         raise IRError(f"quantized expressed type must be a float type, got {expressed}")
-    lo = storage.min_value if storage_min is None else int(storage_min)
-    hi = storage.max_value if storage_max is None else int(storage_max)
+    bits = storage.bits
+    if kind == "signed":
+        least, most = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    else:
+        least, most = 0, (1 << bits) - 1
+    lo = least if storage_min is None else int(storage_min)
+    hi = most if storage_max is None else int(storage_max)
     # MLIR requires min < max (`i8<5:5>` does not parse).
-    if not storage.min_value <= lo < hi <= storage.max_value:
+    if not least <= lo < hi <= most:
         raise IRError(f"storage bounds {lo}:{hi} do not fit {storage} (min < max required)")
     return lo, hi
 
@@ -266,7 +274,12 @@ class UniformQuantized(Frozen):
                  storage_max: int | None = None) -> None:
         lo, hi = _check_storage(storage, expressed, storage_min, storage_max)
         scale = float(scale)
-        self._set(storage, expressed, scale, int(zero_point), lo, hi)
+        zero_point = int(zero_point)
+        # _set, written out: a model's every quantized tensor has one of these.
+        state = self.__dict__
+        state["storage"], state["expressed"], state["scale"] = storage, expressed, scale
+        state["zero_point"], state["storage_min"], state["storage_max"] = zero_point, lo, hi
+        state["_k"] = (storage, expressed, scale, zero_point, lo, hi)
         if not scale > 0 or not math.isfinite(scale):
             raise IRError(f"quantization scale must be positive and finite, got {scale}")
 
@@ -313,13 +326,22 @@ class UniformQuantizedPerAxis(Frozen):
         # map() rather than generators: a per-channel type has one entry per channel.
         scales = tuple(map(float, scales))
         zero_points = tuple(map(int, zero_points))
-        self._set(storage, expressed, axis, scales, zero_points, lo, hi)
+        self._fill(storage, expressed, axis, scales, zero_points, lo, hi)
         if len(scales) != len(zero_points) or not scales:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
         if axis < 0:
             raise IRError(f"quantized dimension must be non-negative, got {axis}")
         if not all(map(math.isfinite, scales)) or min(scales) <= 0:
             raise IRError("quantization scales must be positive and finite")
+
+    def _fill(self, storage: ScalarType, expressed: ScalarType, axis: int,
+              scales: tuple[float, ...], zero_points: tuple[int, ...], lo: int, hi: int) -> None:
+        # _set, written out: a model's every per-channel tensor has one of these.
+        state = self.__dict__
+        state["storage"], state["expressed"], state["axis"] = storage, expressed, axis
+        state["scales"], state["zero_points"] = scales, zero_points
+        state["storage_min"], state["storage_max"] = lo, hi
+        state["_k"] = (storage, expressed, axis, scales, zero_points, lo, hi)
 
     @classmethod
     def from_arrays(cls, storage: ScalarType, expressed: ScalarType, axis: int,
@@ -329,13 +351,15 @@ class UniformQuantizedPerAxis(Frozen):
         checks made on the arrays rather than on one Python number at a time."""
         lo, hi = _check_storage(storage, expressed, None, None)
         self = cls.__new__(cls)
-        self._set(storage, expressed, axis, tuple(scales.tolist()),
-                  tuple(zero_points.tolist()), lo, hi)
+        self._fill(storage, expressed, axis, tuple(scales.tolist()), tuple(zero_points.tolist()),
+                   lo, hi)
         if scales.size != zero_points.size or not scales.size:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
         if axis < 0:
             raise IRError(f"quantized dimension must be non-negative, got {axis}")
-        if not np.isfinite(scales).all() or scales.min() <= 0:
+        # Positive and finite: a NaN makes the least one NaN, which is not > 0.
+        # (The ufuncs' own reductions: `scales.min()` adds a Python layer.)
+        if not (np.minimum.reduce(scales) > 0 and np.maximum.reduce(scales) < np.inf):
             raise IRError("quantization scales must be positive and finite")
         return self
 
@@ -409,17 +433,24 @@ ElementType = Union[ScalarType, UniformQuantized, UniformQuantizedPerAxis,
 
 
 _QUANTIZED_TYPES = (UniformQuantized, UniformQuantizedPerAxis, UniformQuantizedBlockwise)
+# The classes themselves, for a test by class before isinstance (subclasses).
+_QUANTIZED_CLASSES = frozenset(_QUANTIZED_TYPES)
 
 
 def is_quantized(element: ElementType) -> bool:
-    return element.__class__ is not ScalarType and isinstance(element, _QUANTIZED_TYPES)
+    cls = element.__class__
+    return cls is not ScalarType and (cls in _QUANTIZED_CLASSES
+                                      or isinstance(element, _QUANTIZED_TYPES))
 
 
 def storage_type(element: ElementType) -> ScalarType:
     """The integer type a quantized element is stored as; other types unchanged."""
-    if element.__class__ is ScalarType:
+    cls = element.__class__
+    if cls is ScalarType:
         return element  # type: ignore[return-value]
-    return element.storage if is_quantized(element) else element  # type: ignore[union-attr]
+    if cls in _QUANTIZED_CLASSES or isinstance(element, _QUANTIZED_TYPES):
+        return element.storage  # type: ignore[union-attr]
+    return element  # type: ignore[return-value]
 
 
 def expressed_type(element: ElementType) -> ScalarType:
@@ -480,7 +511,16 @@ class TensorType(Frozen):
         return int(np.prod(self.shape, dtype=np.int64))
 
     def with_element(self, element: ElementType) -> TensorType:
-        return TensorType(self.shape, element)
+        if element.__class__ is not ScalarType:
+            return TensorType(self.shape, element)
+        # This shape passed its checks when this type was made, and a plain
+        # element brings none.
+        new = _new_tensor_type(TensorType)
+        state = new.__dict__
+        state["shape"] = shape = self.shape
+        state["element"] = element
+        state["_k"] = (shape, element)
+        return new
 
     def with_shape(self, shape: tuple[int, ...] | None) -> TensorType:
         return TensorType(shape, self.element)
@@ -490,6 +530,9 @@ class TensorType(Frozen):
             return f"tensor<*x{self.element}>"
         dims = "".join(("?" if d == DYNAMIC else str(d)) + "x" for d in self.shape)
         return f"tensor<{dims}{self.element}>"
+
+
+_new_tensor_type = object.__new__
 
 
 class ShapeType(Frozen):

@@ -265,7 +265,8 @@ def _problem(variable: _Variable) -> str | None:
     """Why `variable` cannot be a TOSA variable, or None."""
     label = f"resource variable {variable.key[1] or '(unnamed)'!r}"
     if len(variable.types) != 1:
-        return f"{label} is read and written with different types ({sorted(map(str, variable.types))})"
+        types = sorted(map(str, variable.types))
+        return f"{label} is read and written with different types ({types})"
     (t,) = variable.types
     if not isinstance(t, TensorType) or not t.is_static:
         return f"{label} has the dynamic type {t}; TOSA variables have a static shape"

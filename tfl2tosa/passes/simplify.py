@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tfl2tosa.ir.core import SIDE_EFFECT_OPS, Graph, Module, Op
+from tfl2tosa.ir.core import SIDE_EFFECT_OPS, Graph, Module, Op, Value
 from tfl2tosa.ir.rewrite import Pattern, rewrite_module
 
 # Modules whose import registers canonicalization patterns.
@@ -79,10 +79,11 @@ def _raw_bytes(array: np.ndarray) -> np.ndarray:
 
 
 # Arrays up to this many bytes enter a CSE key as their bytes. A larger array
-# attribute enters as that many bytes sampled evenly from it: keys of distinct
-# weights still differ, no key reads a whole weight tensor, and ops with equal
-# keys have their arrays compared byte for byte (`_same_arrays`). A larger array
-# nested in a list or dict enters as a CRC-32 of its bytes.
+# attribute enters as that many bytes (a constant's payload: elements) sampled
+# evenly from it: keys of distinct weights still differ, no key reads a whole
+# weight tensor, and ops with equal keys have their arrays compared byte for
+# byte (`_same_arrays`). A larger array nested in a list or dict enters as a
+# CRC-32 of its bytes.
 _INLINE_BYTES = 64
 
 
@@ -212,16 +213,12 @@ def _cse_key(op: Op) -> tuple[Hashable, bool] | None:
 
 
 def _same_result_types(a: Op, b: Op) -> bool:
-    # Not part of the key: hashing a type made moments ago costs more than
+    # Not part of a key: hashing a type made moments ago costs more than
     # comparing the types of the few ops whose keys are equal.
     a_results, b_results = a.results, b.results
     if len(a_results) == 1 and len(b_results) == 1:
         return a_results[0].type == b_results[0].type
     return [v.type for v in a_results] == [v.type for v in b_results]
-
-
-def _result_types(op: Op) -> tuple[Any, ...]:
-    return tuple(v.type for v in op.results)
 
 
 def _same_arrays(a: Op, b: Op) -> bool:
@@ -233,33 +230,67 @@ def _same_arrays(a: Op, b: Op) -> bool:
     return True
 
 
+def _constant_key(op: Op) -> tuple[Hashable, bool] | None:
+    """`_cse_key` for an op without operands: the same, or for the one shape
+    most of them have (a single `values` array), the same facts in a flatter
+    tuple that no key of another shape equals (a large array's sample is of
+    elements, not bytes)."""
+    attrs = op.attrs
+    if len(attrs) == 1:
+        value = attrs.get("values")
+        if value.__class__ is np.ndarray:
+            if value.dtype.hasobject:
+                return None
+            if value.nbytes <= _INLINE_BYTES:
+                return (op.name, value.dtype, value.shape, value.tobytes()), False
+            flat = value.ravel()
+            sample = flat[::max(1, flat.size // _INLINE_BYTES)].tobytes()
+            return (op.name, value.dtype, value.shape, sample, "sampled"), True
+    return _cse_key(op)
+
+
+def _twin(op: Op, entry: tuple[Hashable, bool] | None, other: Op) -> bool:
+    """`other`, met before `op`, computes the same: an equal key, equal arrays
+    where the key holds a sample of them, and equal result types."""
+    if entry is None:
+        return False
+    other_entry = _cse_key(other)
+    return (other_entry is not None and other_entry[0] == entry[0]
+            and (not entry[1] or _same_arrays(other, op)) and _same_result_types(other, op))
+
+
 def cse_graph(graph: Graph) -> int:
-    """Merge identical pure ops of one graph; returns the number removed."""
-    seen: dict[Hashable, Op] = {}
-    # Keys that hold sampled arrays -> every distinct op met with that key.
-    seen_sampled: dict[Hashable, list[Op]] = {}
+    """Merge identical pure ops of one graph; returns the number removed.
+
+    Each op merges into the op met before it that computes the same (there is
+    at most one: of two such earlier ops the later merged into the first). An
+    op with operands finds it among the users of one of its operands, so only
+    ops that share every operand have their keys built; ops without operands
+    are looked up by key.
+    """
+    # Ops without operands: key -> the first op kept with it, and (key, result
+    # types) -> the first kept with those types where they differ from its. A
+    # key that holds sampled arrays -> the one op kept with it, or once there
+    # are more, result types -> the ops kept with them (most such keys have
+    # one op, whose types are never hashed).
+    constants: dict[Hashable, Op] = {}
+    sampled: dict[Hashable, Op | dict[Hashable, list[Op]]] = {}
+    # Pure ops with operands met so far and kept: the only ones an op can merge into.
+    met: set[int] = set()
     kept: list[Op] = []
     removed = 0
     for op in graph.ops:
-        entry = _cse_key(op) if is_pure(op) else None
         first = None
-        if entry is not None:
-            key, sampled = entry
-            if sampled:
-                candidates = seen_sampled.setdefault((key, _result_types(op)), [])
-                first = next((c for c in candidates if _same_arrays(c, op)), None)
+        if op.name not in _NOT_PURE and op.results and not op.attrs.get("side_effect"):  # is_pure
+            operands = op.operands
+            if operands:
+                # A twin shares every operand: none where one has no other user.
+                if len(operands[0].uses) > 1:
+                    first = _earlier_twin(op, operands, met)
                 if first is None:
-                    candidates.append(op)
+                    met.add(id(op))
             else:
-                first = seen.setdefault(key, op)
-                if first is op:
-                    first = None
-                elif not _same_result_types(first, op):
-                    # The same computation giving other types: the first op met
-                    # with these types, if any, keyed with its types.
-                    first = seen.setdefault((key, _result_types(op)), op)
-                    if first is op:
-                        first = None
+                first = _earlier_constant(op, constants, sampled)
         if first is None:
             kept.append(op)
             continue
@@ -269,6 +300,67 @@ def cse_graph(graph: Graph) -> int:
         removed += 1
     graph.ops = kept
     return removed
+
+
+def _earlier_twin(op: Op, operands: list[Value], met: set[int]) -> Op | None:
+    """The kept op met before `op` that computes the same, if any: it is among
+    the users of each operand at that operand's index; those of the operand
+    with the fewest users are searched."""
+    at, uses = 0, operands[0].uses
+    for index in range(1, len(operands)):
+        other = operands[index].uses
+        if len(other) < len(uses):
+            at, uses = index, other
+    if len(uses) == 1:
+        return None
+    name, count = op.name, len(operands)
+    entry: tuple[Hashable, bool] | None | bool = False  # not built yet
+    for user, index in uses:
+        if index != at or user is op or user.name != name or id(user) not in met:
+            continue
+        user_operands = user.operands
+        if len(user_operands) != count or any(
+                a is not b for a, b in zip(user_operands, operands)):
+            continue
+        if entry is False:
+            entry = _cse_key(op)
+        if _twin(op, entry, user):  # type: ignore[arg-type]
+            return user
+    return None
+
+
+def _earlier_constant(op: Op, constants: dict[Hashable, Op],
+                      sampled: dict[Hashable, Op | dict[Hashable, list[Op]]]) -> Op | None:
+    """The kept op without operands met before `op` that computes the same, if
+    any; else `op` is recorded as the first with its key and types."""
+    entry = _constant_key(op)
+    if entry is None:
+        return None
+    key, is_sampled = entry
+    if is_sampled:
+        group = sampled.setdefault(key, op)
+        if group is op:
+            return None
+        if group.__class__ is Op:  # a second op with this key: now group them by types
+            group = sampled[key] = {_result_types(group): [group]}
+        candidates = group.setdefault(_result_types(op), [])  # type: ignore[union-attr]
+        first = next((c for c in candidates if _same_arrays(c, op)), None)
+        if first is None:
+            candidates.append(op)
+        return first
+    first = constants.setdefault(key, op)
+    if first is op:
+        return None
+    if _same_result_types(first, op):
+        return first
+    first = constants.setdefault((key, _result_types(op)), op)
+    return None if first is op else first
+
+
+def _result_types(op: Op) -> Hashable:
+    """The op's result types as a dict key."""
+    results = op.results
+    return results[0].type if len(results) == 1 else tuple(v.type for v in results)
 
 
 def cse(module: Module) -> int:

@@ -20,8 +20,9 @@ quantized type is left: `assert_no_quant_types` checks that.
 The pairs canonicalize would fold at once are not created: a value whose every
 user is a non-quant op (or a graph output) is retyped with no restoring
 `scast`, and an operand produced by an `scast` from its storage type is read
-from that storage value. The names such casts would have taken are still
-taken, in the same order, so every name given after them is the one it was.
+from that storage value. A retyped value's restoring cast that is not made
+takes no name: only that value's casts would ever ask for such a name, and
+no pass after this one names values.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import cast
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
-from tfl2tosa.ir.types import TensorType, Type, is_quantized
+from tfl2tosa.ir.types import ScalarType, TensorType, Type, is_quantized
 from tfl2tosa.quant.ops import QUANT_OPS, SCAST, element_of, stripped_type
 
 
@@ -57,12 +58,10 @@ def _redirect_uses(old: Value, new: Value, keep: Op) -> None:
 
 
 class _Stripper:
-    """Strips one graph. `bare` maps the id of each value retyped without its
-    restoring scast to the name that scast's result would have had."""
+    """Strips one graph."""
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
-        self.bare: dict[int, str] = {}
 
     def inputs(self) -> list[Op]:
         """Retype quantized inputs in place; an scast at the head restores the
@@ -79,10 +78,9 @@ class _Stripper:
         ops and graph outputs use it (they would cast it straight back)."""
         quantized = value.type
         value.type = stripped_type(quantized)  # type: ignore[assignment]
-        name = self.graph.unique_name(f"{value.name}/scast")
         if all(user.name not in QUANT_OPS for user, _ in value.uses):
-            self.bare[id(value)] = name
             return []
+        name = self.graph.unique_name(f"{value.name}/scast")
         cast = _scast_op(value, quantized, name, loc)
         _redirect_uses(value, cast.result, cast)
         self.graph.outputs = [cast.result if v is value else v for v in self.graph.outputs]
@@ -91,10 +89,6 @@ class _Stripper:
     def to_storage(self, value: Value, loc: str) -> tuple[Value, Op | None]:
         """`value` as its storage type: the value an inverse scast consumed, the
         retyped value itself, or a new scast of it."""
-        bare = self.bare.get(id(value))
-        if bare is not None:
-            self.graph.unique_name(f"{bare}/scast")
-            return value, None
         if not _is_quantized_value(value):
             return value, None
         storage = stripped_type(value.type)
@@ -122,30 +116,35 @@ class _Stripper:
         self.graph.outputs = outputs
         return tail
 
-    def op(self, op: Op) -> list[Op]:
-        """`op` with storage types, between scasts; returns the ops in order."""
-        before: list[Op] = []
+    def op(self, op: Op, ops: list[Op]) -> None:
+        """Append `op` with storage types, between scasts, to `ops`."""
         for index, value in enumerate(op.operands):
+            value_type = value.type
+            # Most operands: a plain tensor, or one retyped already.
+            if value_type.__class__ is TensorType and value_type.element.__class__ is ScalarType:
+                continue
             stored, cast = self.to_storage(value, op.loc)
             if stored is not value:
                 op.set_operand(index, stored)
             if cast is not None:
-                before.append(cast)
-        after: list[Op] = []
+                ops.append(cast)
         if op.name == "tosa.const":
             _signless_payload(op)
+        ops.append(op)
         for value in op.results:
+            value_type = value.type
+            if value_type.__class__ is TensorType and value_type.element.__class__ is ScalarType:
+                continue
             if _is_quantized_value(value):
-                after.extend(self.retype(value, op.loc))
-        if before or after:
-            return [*before, op, *after]
-        return [op]
+                ops.extend(self.retype(value, op.loc))
 
 
 def _signless_payload(const: Op) -> None:
     """A uint8/uint16 constant's bytes, viewed (not copied) as the signless storage
     integers its stripped type declares."""
-    array = np.asarray(const.attrs["values"])
+    array = const.attrs["values"]
+    if array.__class__ is not np.ndarray:
+        array = np.asarray(array)
     if array.dtype.kind == "u" and array.dtype.itemsize in (1, 2):
         const.attrs["values"] = array.view(f"i{array.dtype.itemsize}")
 
@@ -157,7 +156,7 @@ def strip_graph_quant_types(graph: Graph) -> None:
         if op.name in QUANT_OPS:
             ops.append(op)
         else:
-            ops.extend(stripper.op(op))
+            stripper.op(op, ops)
     ops.extend(stripper.outputs())
     graph.ops = ops
 

@@ -29,6 +29,9 @@ from tfl2tosa.ir.types import (
     TensorType,
     UniformQuantized,
     UniformQuantizedPerAxis,
+    i8,
+    i16,
+    i32,
     is_quantized,
     scalar_type,
 )
@@ -65,11 +68,22 @@ def storage_integer(q: QuantizedType) -> ScalarType:
     width: `!quant.uniform<u8:...>` is stored as `i8` (TOSA has no unsigned
     tensors either; RESCALE reads such data with `input_unsigned`).
     """
-    return scalar_type(f"i{q.storage.bits}")
+    bits = q.storage.bits
+    return _SIGNLESS.get(bits) or scalar_type(f"i{bits}")
+
+
+_SIGNLESS = {8: i8, 16: i16, 32: i32}
 
 
 def stripped_type(value_type: object) -> object:
     """`value_type` with a quantized element replaced by its storage integer."""
+    if value_type.__class__ is TensorType:  # most values
+        element = value_type.element  # type: ignore[attr-defined]
+        if element.__class__ is ScalarType:
+            return value_type
+        if is_quantized(element):
+            return value_type.with_element(storage_integer(element))  # type: ignore[attr-defined]
+        return value_type
     element = element_of(value_type)
     if is_quantized(element):
         return with_element(value_type, storage_integer(element))  # type: ignore[arg-type]
