@@ -178,20 +178,61 @@ def test_internal_error_is_one_line_with_exit_70(monkeypatch, capsys, tmp_path: 
     assert not (tmp_path / "x.tosa").exists()
 
 
-def test_conversion_collects_less_often_and_restores_the_collector_even_on_failure() -> None:
+def test_conversion_runs_no_collection_and_restores_the_collector_even_on_failure() -> None:
     import gc
 
     from tfl2tosa.errors import ModelError
-    from tfl2tosa.pipeline import convert
+    from tfl2tosa.pipeline import convert, emit, fewer_collections
 
     seen = []
-    before = gc.get_threshold()
-    module, _ = convert(DEMO, on_stage=lambda stage: seen.append(gc.get_threshold()[0]))
-    assert seen and min(seen) >= 10_000
-    assert gc.get_threshold() == before
+    collections = []
+
+    def count(phase: str, info: dict) -> None:
+        collections.append(info["generation"])
+
+    assert gc.isenabled()
+    gc.callbacks.append(count)
+    try:
+        # Each stage starts with the collector off and none run since the first.
+        module, _ = convert(DEMO, on_stage=lambda stage: seen.append(
+            (gc.isenabled(), len(collections))))
+        assert len(seen) > 5 and set(seen) == {(False, seen[0][1])}
+        with fewer_collections():
+            with fewer_collections():
+                emit(module, "tosa")
+            assert not gc.isenabled()  # nested: off until the outermost ends
+    finally:
+        gc.callbacks.remove(count)
+    assert gc.isenabled()
     with pytest.raises(ModelError):
         convert(b"not a model at all")
-    assert gc.get_threshold() == before
+    assert gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        convert(DEMO)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_many_conversions_in_one_process_leave_no_garbage_behind() -> None:
+    """The cyclic garbage a conversion leaves while the collector is off is freed
+    by the next collection: repeated conversions do not grow the heap."""
+    import gc
+
+    from tfl2tosa.pipeline import convert, emit
+
+    def live_objects_after(conversions: int) -> int:
+        for _ in range(conversions):
+            module, _ = convert(DEMO)
+            emit(module, "tosa")
+            del module
+        gc.collect()
+        return len(gc.get_objects())
+
+    live_objects_after(2)  # lazily imported modules, caches
+    once = live_objects_after(1)
+    assert live_objects_after(6) <= once + 50
 
 
 # A command line's own process ends without the interpreter's teardown; what a

@@ -131,10 +131,17 @@ def main() -> None:
         # not rescanned by every full cyclic-GC pass the command's allocations trigger.
         if command is not None:
             gc.freeze()
-            _run_without_typer(command)
             # Only where the program's entry point (the script, `python -m`) called
             # main: a program or a test that imports the CLI keeps running.
-            if _OWN_PROCESS and sys._getframe().f_back.f_globals.get("__name__") == "__main__":
+            own = _OWN_PROCESS and sys._getframe().f_back.f_globals.get("__name__") == "__main__"
+            if own:
+                # The process ends with its one command (below), so no cyclic
+                # collection at all: the garbage that could pile up is that of one
+                # conversion or run (see pipeline.fewer_collections), and a
+                # collection on the way out would scan everything the command made.
+                gc.disable()
+            _run_without_typer(command)
+            if own:
                 _exit_without_teardown()
         else:
             from tfl2tosa.cli import typer_app
