@@ -182,7 +182,7 @@ def test_conversion_runs_no_collection_and_restores_the_collector_even_on_failur
     import gc
 
     from tfl2tosa.errors import ModelError
-    from tfl2tosa.pipeline import convert, emit, fewer_collections
+    from tfl2tosa.pipeline import convert, emit, no_cyclic_collection
 
     seen = []
     collections = []
@@ -197,8 +197,8 @@ def test_conversion_runs_no_collection_and_restores_the_collector_even_on_failur
         module, _ = convert(DEMO, on_stage=lambda stage: seen.append(
             (gc.isenabled(), len(collections))))
         assert len(seen) > 5 and set(seen) == {(False, seen[0][1])}
-        with fewer_collections():
-            with fewer_collections():
+        with no_cyclic_collection():
+            with no_cyclic_collection():
                 emit(module, "tosa")
             assert not gc.isenabled()  # nested: off until the outermost ends
     finally:

@@ -130,7 +130,7 @@ def _timed(report: ConversionReport, stage: str, fn: Any, *args: Any,
 
 
 @contextmanager
-def fewer_collections() -> Iterator[None]:
+def no_cyclic_collection() -> Iterator[None]:
     """Run no cyclic garbage collection during a conversion or its writing;
     nested uses leave the collector off until the outermost ends.
 
@@ -270,7 +270,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 VERIFY: tuple[str, Pass] = ("verify", _verify)
 
 
-@fewer_collections()
+@no_cyclic_collection()
 def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
             disabled: set[str] | frozenset[str] = frozenset(),
             profiles: tuple[str, ...] = DEFAULT_PROFILES,
@@ -318,7 +318,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
     return module, report
 
 
-@fewer_collections()
+@no_cyclic_collection()
 def emit(module: Module, form: str) -> bytes:
     """Serialize a module: "tosa" (flatbuffer), "mlir" (TOSA MLIR text) or "tfl"."""
     if form == "tosa":

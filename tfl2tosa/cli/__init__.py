@@ -137,7 +137,7 @@ def main() -> None:
             if own:
                 # The process ends with its one command (below), so no cyclic
                 # collection at all: the garbage that could pile up is that of one
-                # conversion or run (see pipeline.fewer_collections), and a
+                # conversion or run (see pipeline.no_cyclic_collection), and a
                 # collection on the way out would scan everything the command made.
                 gc.disable()
             _run_without_typer(command)
