@@ -63,3 +63,33 @@ def run_arm(data: bytes, feeds: list[np.ndarray], dtypes: list[np.dtype]) -> Out
     if status == status_enum.TOSA_UNPREDICTABLE:
         return Outcome("unpredictable")
     return Outcome("valid", [arm_output(np.asarray(o), d) for o, d in zip(outputs, dtypes)])
+
+
+def run_arm_in_fresh_process(data: bytes, feeds: list[np.ndarray],
+                             dtypes: list[np.dtype]) -> Outcome:
+    """`run_arm` in a new interpreter. Arm's model has crashed (SIGSEGV) its
+    process on a graph with variables after other graphs ran in that process;
+    in a test worker that ends the worker, and with it the test run. A crash
+    here is an outcome ("crash", with the exit code) for the test to judge."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no state of this process inherited
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_serve_one, args=(sender, data, feeds, dtypes))
+    process.start()
+    sender.close()  # the child's copy is then the only writer: its death is an EOF here
+    try:
+        outcome = receiver.recv()
+    except EOFError:
+        outcome = None
+    process.join()
+    receiver.close()
+    if outcome is None:
+        return Outcome("crash", message=f"Arm's model died (exit code {process.exitcode})")
+    return outcome
+
+
+def _serve_one(sender: Any, data: bytes, feeds: list[np.ndarray],
+               dtypes: list[np.dtype]) -> None:
+    sender.send(run_arm(data, feeds, dtypes))
+    sender.close()

@@ -81,13 +81,17 @@ def _arm_output(array: np.ndarray, element: str) -> np.ndarray:
     return array.astype(dtype) if array.dtype != dtype else array
 
 
-def _serve_arm(connection: Any) -> None:
+def _serve_arm(connection: Any, parent_end: Any) -> None:
     """The worker process: run each (flatbuffer, inputs) request on Arm's model.
 
     Arm's model logs from C++, so file descriptors 1 and 2 go to /dev/null. On
     every ERROR_IF it runs `gdb` to print a backtrace (about 2 s a time); with an
-    empty PATH it cannot, reports the error and carries on.
+    empty PATH it cannot, reports the error and carries on. The parent's end of
+    the pipe, inherited by the fork, is closed at once: if the parent dies, this
+    process then reads an EOF and ends, instead of living on with the test
+    worker's pipes open (which left the test run waiting for the dead worker).
     """
+    parent_end.close()
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
@@ -118,7 +122,8 @@ class ArmModel:
     def _start(self) -> None:
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve_arm, args=(child,), daemon=True)
+        self._process = context.Process(target=_serve_arm, args=(child, self._connection),
+                                        daemon=True)
         self._process.start()
         child.close()
 

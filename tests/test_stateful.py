@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from arm import run_arm
+from arm import run_arm_in_fresh_process
 
 import tfl2tosa.tflite_import
 from reference_model.evaluator import Evaluator
@@ -159,7 +159,7 @@ def tosa_invocations(module: Module, feeds: list[np.ndarray], *, arm: bool = Tru
 
 
 def _arm_run(module: Module, x: np.ndarray, dtype: np.dtype) -> list[np.ndarray]:
-    outcome = run_arm(write_tosa(module), [x], [dtype])
+    outcome = run_arm_in_fresh_process(write_tosa(module), [x], [dtype])
     assert outcome.status == "valid", outcome.message
     return outcome.outputs
 
