@@ -130,16 +130,18 @@ def main() -> None:
         # functions) lives until exit; moved out of the collected generations, it is
         # not rescanned by every full cyclic-GC pass the command's allocations trigger.
         if command is not None:
-            gc.freeze()
             # Only where the program's entry point (the script, `python -m`) called
             # main: a program or a test that imports the CLI keeps running.
             own = _OWN_PROCESS and sys._getframe().f_back.f_globals.get("__name__") == "__main__"
             if own:
                 # The process ends with its one command (below), so no cyclic
-                # collection at all: the garbage that could pile up is that of one
-                # conversion or run (see pipeline.no_cyclic_collection), and a
-                # collection on the way out would scan everything the command made.
+                # collection at all (and nothing to freeze): the garbage that could
+                # pile up is that of one conversion or run (see
+                # pipeline.no_cyclic_collection), and a collection on the way out
+                # would scan everything the command made.
                 gc.disable()
+            else:
+                gc.freeze()
             _run_without_typer(command)
             if own:
                 _exit_without_teardown()
