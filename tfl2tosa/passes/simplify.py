@@ -281,7 +281,7 @@ def cse_graph(graph: Graph) -> int:
     removed = 0
     for op in graph.ops:
         first = None
-        if op.name not in _NOT_PURE and op.results and not op.attrs.get("side_effect"):  # is_pure
+        if is_pure(op):
             operands = op.operands
             if operands:
                 # A twin shares every operand: none where one has no other user.
