@@ -248,8 +248,7 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
     if values.size == 1:
         # One scale (a per-tensor RESCALE): the scalar definitions, without the
         # fixed cost of the array operations.
-        scalar = quantize_multiplier if scale32 else quantize_multiplier_16
-        multiplier, shift = scalar(float(values.reshape(-1)[0]))
+        multiplier, shift = _quantize_one(float(values.reshape(-1)[0]), scale32)
         return (np.full(values.shape, multiplier, dtype=np.int64),
                 np.full(values.shape, shift, dtype=np.int64))
     # min() is NaN if any value is, and NaN >= 0 is false.
@@ -406,16 +405,16 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
 def _quantize_one(scale: float, scale32: bool) -> tuple[int, int]:
     """quantize_multiplier (or quantize_multiplier_16) of one scale, kept."""
     request = (scale, scale32)
-    known = _QUANTIZED_MULTIPLIER.get(request)
+    known = _ONE_SCALE_MULTIPLIERS.get(request)
     if known is None:
         scalar = quantize_multiplier if scale32 else quantize_multiplier_16
-        known = _QUANTIZED_MULTIPLIER.keep(request, scalar(scale))
+        known = _ONE_SCALE_MULTIPLIERS.keep(request, scalar(scale))
     return known
 
 
 # (scale, scale32) -> (multiplier, shift) of one scale: a model asks for the same
 # few (unit widenings, ADD's 2^20, layers that share their quantization) op after op.
-_QUANTIZED_MULTIPLIER: BoundedMemo = BoundedMemo()
+_ONE_SCALE_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
 def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out: ElementType,
