@@ -498,6 +498,22 @@ def _newton_raphson_reciprocal(half_denominator: np.ndarray) -> np.ndarray:
     return x
 
 
+@functools.cache
+def _reciprocals() -> np.ndarray:
+    """_newton_raphson_reciprocal of every half denominator, 2^14 to 2^15 - 1 in
+    order (RoundingHalfSum(e, One) of any e in [0, One]). Both activations
+    take their reciprocals from here (read-only, shared)."""
+    reciprocals = _newton_raphson_reciprocal(np.arange(1 << 14, 1 << 15, dtype=np.int32))
+    reciprocals.flags.writeable = False
+    return reciprocals
+
+
+def _one_over_half_sum(exp: np.ndarray) -> np.ndarray:
+    """The reciprocal (Q2) of RoundingHalfSum(exp, One) for exp results (Q0.15,
+    in [0, One]), as the Newton-Raphson steps compute it."""
+    return _reciprocals()[_rounding_half_sum(exp, _HIGH) - (1 << 14)]
+
+
 def _odd_table(negative: np.ndarray, at_zero: int, mirrored: np.ndarray) -> np.ndarray:
     """An int16 table indexed by input + 32768 from its values at the negative
     inputs (-32768 to -1), at 0, and `mirrored`, whose value at -a is the
@@ -518,10 +534,8 @@ def logistic(integer_bits: int) -> np.ndarray:
     gemmlowp evaluates exp(-|a|) (-a wrapped: -32768 stays itself), the positive
     side as 1 / (1 + exp(-|a|)) and the negative one as One minus that: both
     from the negative inputs."""
-    exp_negative = exp_on_negative_values(integer_bits)
     # one_over_one_plus_x_for_x_in_0_1
-    reciprocal = _newton_raphson_reciprocal(_rounding_half_sum(exp_negative, _HIGH))
-    positive = _multiply_by_pot(reciprocal, 1)
+    positive = _multiply_by_pot(_one_over_half_sum(exp_on_negative_values(integer_bits)), 1)
     return _odd_table(_wrap(_HIGH - positive), _constant(1 << 30), positive)
 
 
@@ -533,9 +547,8 @@ def tanh(integer_bits: int) -> np.ndarray:
     gemmlowp evaluates t = (1 - exp(-2|a|)) / (1 + exp(-2|a|)) (-a wrapped:
     -32768 stays itself) and negates it for negative a: both sides from the
     negative inputs (exp of 2a is exp of a read with one integer bit more)."""
-    exp_twice = exp_on_negative_values(integer_bits + 1)
     # one_minus_x_over_one_plus_x_for_x_in_0_1
-    reciprocal = _newton_raphson_reciprocal(_rounding_half_sum(exp_twice, _HIGH))
+    reciprocal = _one_over_half_sum(exp_on_negative_values(integer_bits + 1))
     t = _multiply_by_pot(_wrap(reciprocal - (1 << 13)), 2)
     return _odd_table(_wrap(-t), 0, t)
 
