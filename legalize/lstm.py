@@ -383,6 +383,12 @@ def _wrap(x: np.ndarray) -> np.ndarray:
     return wrapped
 
 
+def _saturate(x: np.ndarray) -> np.ndarray:
+    """x clamped to the int16 range, in place."""
+    np.maximum(x, _LOW, out=x)
+    return np.minimum(x, _HIGH, out=x)
+
+
 def _doubling_high_mul(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul: round(a * b / 2^15), ties toward +inf;
     min * min saturates.
@@ -415,7 +421,7 @@ def _multiply_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
     """SaturatingRoundingMultiplyByPOT<exponent> for exponent > 0: a left shift
     saturating to int16 (gemmlowp saturates exactly the inputs whose shifted
     value leaves the int16 range)."""
-    return np.clip(x << exponent, _LOW, _HIGH)
+    return _saturate(x << exponent)
 
 
 def _constant(raw32: int) -> int:
@@ -446,7 +452,7 @@ def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: np.ndarray) -> n
     polynomial = _rounding_divide_by_pot(_wrap(cubic + x2), 1)
     tail = _doubling_high_mul(_wrap(x + polynomial), constant_term)
     # AddSaturatingIf16Bit: the int16 sum saturates.
-    return np.clip(constant_term + tail, _LOW, _HIGH)
+    return _saturate(tail + constant_term)
 
 
 # exp(-2^k) as int32 raw Q0.31 for the barrel shifter of exp_on_negative_values.
