@@ -849,11 +849,12 @@ def _i32(rw: Rewriter, values: np.ndarray | int) -> Value:
     return build.const(rw, np.asarray(values, dtype=np.int32).reshape(1, 1, -1), i32)
 
 
-def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bound: int,
-            out: ElementType, output_zp: int = 0) -> Value:
-    """MultiplyByQuantizedMultiplier of each group of `width` columns by its scale
-    (DOUBLE_ROUND: TFLite's default-build double rounding), plus `output_zp`,
-    saturated to `out`.
+@functools.lru_cache(maxsize=256)
+def _column_scales(scales: tuple[float, ...], width: int, bound: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """RESCALE's multipliers (int32) and shifts (int8) for each group of `width`
+    columns scaled by its own scale. Every time step asks for the recurrent
+    ones again (read-only, shared).
 
     apply_scale_32 REQUIRES |acc| < 2^(shift - 1); `bound` (the largest
     accumulator the operands allow) must stay inside it."""
@@ -862,11 +863,22 @@ def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bou
         if multiplier and bound >= 1 << (shift - 1):
             raise UnsupportedScale(f"scale 2^{31 - shift} with accumulators up to {bound} "
                                    "exceeds RESCALE's input range")
-    multipliers = [m for m, _ in pairs for _ in range(width)]
-    shifts = [s for _, s in pairs for _ in range(width)]
-    return build.rescale(rw, acc, multipliers, shifts, 0, output_zp,
+    multipliers = np.repeat(np.array([m for m, _ in pairs], dtype=np.int32), width)
+    shifts = np.repeat(np.array([s for _, s in pairs], dtype=np.int8), width)
+    multipliers.flags.writeable = shifts.flags.writeable = False
+    return multipliers, shifts
+
+
+def _scaled(rw: Rewriter, acc: Value, column_scales: tuple[np.ndarray, np.ndarray],
+            out: ElementType, output_zp: int = 0) -> Value:
+    """MultiplyByQuantizedMultiplier of each column by its scale (`_column_scales`;
+    DOUBLE_ROUND: TFLite's default-build double rounding), plus `output_zp`,
+    saturated to `out`."""
+    multipliers, shifts = column_scales
+    # Copies: a large constant op holds the array it is given.
+    return build.rescale(rw, acc, multipliers.copy(), shifts.copy(), 0, output_zp,
                          tensor_type(acc).with_element(out), rounding_mode=DOUBLE_ROUND,
-                         per_channel=len(multipliers) > 1)
+                         per_channel=multipliers.size > 1)
 
 
 def _accumulator_bound(weights: np.ndarray, bias: np.ndarray | None = None,
@@ -967,8 +979,8 @@ def integer_input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: b
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, shape[0] * shape[1], columns), i32))
     acc = Elementwise(rw, 3).add(acc, _i32(rw, p.bias))
-    gates = _scaled(rw, acc, p.input_scales, p.width,
-                    _accumulator_bound(p.input_weights, p.bias), i16)
+    gates = _scaled(rw, acc, _column_scales(p.input_scales, p.width,
+                                            _accumulator_bound(p.input_weights, p.bias)), i16)
     widened = _widen(rw, build.reshape(rw, gates, (shape[0], shape[1], columns)))
     return split_steps(rw, widened, time_major)
 
@@ -978,7 +990,7 @@ def _with_peephole(rw: Rewriter, k: StepConstants, gate: str, pre: Value, c: Val
     (|w_c * c| <= 2^30)."""
     weights, scale = k.peephole[gate]
     e = Elementwise(rw, 3)
-    scaled = _scaled(rw, e.mul(c, weights), (scale,), 1, 1 << 30, i32)
+    scaled = _scaled(rw, e.mul(c, weights), _column_scales((scale,), 1, 1 << 30), i32)
     return _saturating_add(e, pre, scaled)
 
 
@@ -1024,9 +1036,10 @@ def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: V
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, batch, p.output_width), i32))
     acc = e.add(acc, _i32(rw, proj.bias))
-    projected = _scaled(rw, acc, (proj.scale,), p.output_width,
-                        _accumulator_bound(proj.weights, proj.bias, 128), out,
-                        p.output_state.zero_point)
+    projected = _scaled(rw, acc, _column_scales((proj.scale,), p.output_width,
+                                                _accumulator_bound(proj.weights, proj.bias,
+                                                                   128)),
+                        out, p.output_state.zero_point)
     return build.clamp(rw, projected, -proj.clip, proj.clip) if proj.clip else projected
 
 
@@ -1039,7 +1052,8 @@ def integer_lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: V
                                              build.zero_point(rw, p.output_state.zero_point, i8),
                                              build.zero_point(rw, 0, i8)],
                          TensorType((1, batch, columns), i32))
-    recurrent = _scaled(rw, recurrent, p.recurrent_scales, p.width, k.recurrent_bound, i32)
+    recurrent = _scaled(rw, recurrent,
+                        _column_scales(p.recurrent_scales, p.width, k.recurrent_bound), i32)
     # MatrixBatchVectorMultiplyAccumulate adds to the gate and saturates to int16.
     total = _saturating_add(Elementwise(rw, 3), product, recurrent)
     column = {name: i * p.width for i, name in enumerate(p.gates)}
