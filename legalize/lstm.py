@@ -418,9 +418,8 @@ def _rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
 
 
 def _multiply_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
-    """SaturatingRoundingMultiplyByPOT<exponent> for exponent > 0: a left shift
-    saturating to int16 (gemmlowp saturates exactly the inputs whose shifted
-    value leaves the int16 range)."""
+    """SaturatingRoundingMultiplyByPOT<exponent> for exponent > 0: gemmlowp's
+    thresholds give the left shift clamped to the int16 range."""
     return _saturate(x << exponent)
 
 
