@@ -899,7 +899,7 @@ def _lookup(rw: Rewriter, tables: Value, x: Value, rows: Value) -> Value:
     row by row of `tables` as `rows` ([1, 1, n] or [1, 1, 1]: row * 65536 + 32768)
     says: one GATHER."""
     shape = tensor_type(x).shape
-    count = int(np.prod(shape))
+    count = math.prod(shape)
     indices = build.reshape(rw, Elementwise(rw, 3).add(x, rows), (1, count))
     gathered = build.op(rw, "tosa.gather", [tables, indices], TensorType((1, count, 1), i16))
     return build.reshape(rw, gathered, shape)
