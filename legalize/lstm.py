@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -366,93 +366,92 @@ def lower_bidirectional_lstm(op: Op, rw: Rewriter, emulate: bool) -> list[Value]
 
 
 # ---------------------------------------------------------------------------
-# gemmlowp fixed point (fixedpoint/fixedpoint.h) on whole numpy arrays, for a
-# raw type of `bits` bits (16 or 32). Arrays hold the raw integers in int64
-# (int32 suffices for 16 bits, see int16_lookup); results are wrapped to the
-# raw type where C++ would wrap.
+# gemmlowp fixed point (fixedpoint/fixedpoint.h) with int16 raw values, as the
+# integer LSTM kernels evaluate their activations (PortableApplySigmoid and
+# PortableApplyTanh on int16), on numpy int32 arrays: every intermediate, a
+# product of two raw values included, fits in int32. Results are wrapped to
+# int16 where C++ would wrap.
+
+_LOW, _HIGH = -(1 << 15), (1 << 15) - 1
 
 
-def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
-    """Two's complement wrap to `bits` bits (C++'s implicit narrowing), which
-    numpy's cast to the narrower integer type is."""
-    return x.astype(_RAW_TYPES[bits]).astype(x.dtype)
+def _wrap(x: np.ndarray) -> np.ndarray:
+    """Two's complement wrap to int16 (C++'s implicit narrowing), kept as int32."""
+    wrapped = x + (1 << 15)
+    wrapped &= 0xFFFF
+    wrapped -= 1 << 15
+    return wrapped
 
 
-_RAW_TYPES = {16: np.int16, 32: np.int32}
+def _saturate(x: np.ndarray) -> np.ndarray:
+    """x clamped to the int16 range, in place."""
+    np.maximum(x, _LOW, out=x)
+    return np.minimum(x, _HIGH, out=x)
 
 
-def _limits(bits: int) -> tuple[int, int]:
-    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+def _doubling_high_mul(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul: round(a * b / 2^15), ties toward +inf;
+    min * min saturates.
 
-
-def _doubling_high_mul(a: np.ndarray, b: np.ndarray | int, bits: int) -> np.ndarray:
-    """SaturatingRoundingDoublingHighMul: round(a * b / 2^(bits - 1)), ties toward
-    +inf; min * min saturates.
-
-    The kernel nudges the product p by 2^(bits - 2) (by 1 - 2^(bits - 2) when
-    negative) and divides truncating toward zero: for negative p that is the
-    floor of p + 2^(bits - 2) over 2^(bits - 1) too, so one arithmetic shift
-    of p + 2^(bits - 2) gives every quotient."""
-    low, high = _limits(bits)
-    quotient = (a * b + (1 << (bits - 2))) >> (bits - 1)
+    The kernel nudges the product p by 2^14 (by 1 - 2^14 when negative) and
+    divides truncating toward zero: for negative p that is the floor of
+    p + 2^14 over 2^15 too, so one arithmetic shift of p + 2^14 gives every
+    quotient."""
+    quotient = a * b
+    quotient += 1 << 14
+    quotient >>= 15
     if isinstance(b, np.ndarray):
-        saturated = (a == low) & (b == low)
-    elif b == low:
-        saturated = a == low
-    else:
-        return quotient
-    return np.where(saturated, high, quotient)
+        quotient[(a == _LOW) & (b == _LOW)] = _HIGH
+    elif b == _LOW:
+        quotient[a == _LOW] = _HIGH
+    return quotient
 
 
 def _rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
     """RoundingDivideByPOT: x / 2^exponent rounded half away from zero."""
     mask = (1 << exponent) - 1
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + ((x & mask) > threshold)
+    remainder = x & mask
+    remainder -= x < 0   # the threshold is one higher for negative x
+    quotient = x >> exponent
+    quotient += remainder > mask >> 1
+    return quotient
 
 
-def _multiply_by_pot(x: np.ndarray, exponent: int, bits: int) -> np.ndarray:
-    """SaturatingRoundingMultiplyByPOT<exponent>: a saturating left shift, or a
-    rounding right shift for a negative exponent."""
-    if exponent <= 0:
-        return _rounding_divide_by_pot(x, -exponent)
-    low, high = _limits(bits)
-    threshold = (1 << (bits - 1 - exponent)) - 1
-    shifted = _wrap(x << exponent, bits)
-    return np.where(x > threshold, high, np.where(x < -threshold, low, shifted))
+def _multiply_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """SaturatingRoundingMultiplyByPOT<exponent> for exponent > 0: gemmlowp's
+    thresholds give the left shift clamped to the int16 range."""
+    return _saturate(x << exponent)
 
 
-def _constant(raw32: int, bits: int) -> int:
-    """GEMMLOWP_CHECKED_FIXEDPOINT_CONSTANT: an int32 raw constant rounded to the raw type."""
-    value = np.array(raw32, dtype=np.int64)
-    return int(_rounding_divide_by_pot(value, 32 - bits))
+def _constant(raw32: int) -> int:
+    """GEMMLOWP_CHECKED_FIXEDPOINT_CONSTANT: an int32 raw constant rounded to int16
+    (RoundingDivideByPOT by 16)."""
+    return (raw32 >> 16) + ((raw32 & 0xFFFF) > 0x7FFF + (raw32 < 0))
 
 
 def _rounding_half_sum(a: np.ndarray, b: int) -> np.ndarray:
     """RoundingHalfSum: (a + b +- 1) / 2, truncating: (a + b + 1) >> 1 from 0 up,
     (a + b) >> 1 below."""
     total = a + b
-    return (total + (total >= 0)) >> 1
+    total += total >= 0
+    total >>= 1
+    return total
 
 
-def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: np.ndarray,
-                                                             bits: int) -> np.ndarray:
+def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: np.ndarray) -> np.ndarray:
     """exp(a) for a in [-1/4, 0), Q0 in and out: the Taylor expansion around -1/8."""
-    constant_term = _constant(1895147668, bits)      # exp(-1/8)
-    one_third = _constant(715827883, bits)
-    x = _wrap(a + (1 << (bits - 4)), bits)           # a + 1/8
-    x2 = _doubling_high_mul(x, x, bits)
-    x3 = _doubling_high_mul(x2, x, bits)
-    x4 = _doubling_high_mul(x2, x2, bits)
+    constant_term = _constant(1895147668)      # exp(-1/8)
+    one_third = _constant(715827883)
+    x = _wrap(a + (1 << 12))                   # a + 1/8
+    x2 = _doubling_high_mul(x, x)
+    x3 = _doubling_high_mul(x2, x)
+    x4 = _doubling_high_mul(x2, x2)
     x4_over_4 = _rounding_divide_by_pot(x4, 2)
-    cubic = _doubling_high_mul(_wrap(x4_over_4 + x3, bits), one_third, bits)
-    polynomial = _rounding_divide_by_pot(_wrap(cubic + x2, bits), 1)
-    tail = _doubling_high_mul(np.full_like(x, constant_term), _wrap(x + polynomial, bits),
-                              bits)
-    total = constant_term + tail
-    # AddSaturatingIf16Bit: saturating for int16, a plain (wrapping) add for int32.
-    low, high = _limits(bits)
-    return np.clip(total, low, high) if bits == 16 else _wrap(total, bits)
+    cubic = _doubling_high_mul(_wrap(x4_over_4 + x3), one_third)
+    polynomial = _rounding_divide_by_pot(_wrap(cubic + x2), 1)
+    tail = _doubling_high_mul(_wrap(x + polynomial), constant_term)
+    # AddSaturatingIf16Bit: the int16 sum saturates.
+    return _saturate(tail + constant_term)
 
 
 # exp(-2^k) as int32 raw Q0.31 for the barrel shifter of exp_on_negative_values.
@@ -460,76 +459,103 @@ _EXP_OF_NEGATIVE_POWERS_OF_TWO = ((-2, 1672461947), (-1, 1302514674), (0, 790015
                                   (1, 290630308), (2, 39332535), (3, 720401), (4, 242))
 
 
-def exp_on_negative_values(a: np.ndarray, bits: int, integer_bits: int) -> np.ndarray:
-    """gemmlowp exp_on_negative_values: exp(a) for a <= 0, a raw Q(integer_bits), result Q0."""
-    fractional_bits = bits - 1 - integer_bits
+def exp_on_negative_values(integer_bits: int) -> np.ndarray:
+    """gemmlowp exp_on_negative_values on every negative int16 input, -32768 to -1
+    in order, read as Q(integer_bits): Q0.15 results.
+
+    gemmlowp splits a = -(m + 1) / 4 + low (low in [0, 1/4)): exp of
+    low - 1/4 from a polynomial, then one multiplication by exp(-2^k) for
+    each set bit of m, bit j standing for k = j - 2, lowest bit first. So the
+    polynomial is evaluated once per distinct low part, and the products are
+    built bit by bit, doubling the values of m covered each time (the rows):
+    each multiplication is done once for the values that need it."""
+    fractional_bits = 15 - integer_bits
     one_quarter = 1 << (fractional_bits - 2)
-    remainder_in_quarter = _wrap((a & (one_quarter - 1)) - one_quarter, bits)
-    result = _exp_on_interval_between_negative_one_quarter_and_0_excl(
-        _multiply_by_pot(remainder_in_quarter, integer_bits, bits), bits)
-    remainder = _wrap(remainder_in_quarter - a, bits)
-    for exponent, multiplier in _EXP_OF_NEGATIVE_POWERS_OF_TWO:
-        if integer_bits > exponent:
-            # Dup<raw>(1 << shift): the bit as the raw type (1 << 15 is int16's sign bit).
-            bit = int(_wrap(np.int64(1) << (fractional_bits + exponent), bits))
-            result = np.where(remainder & bit != 0,
-                              _doubling_high_mul(result, _constant(multiplier, bits), bits),
-                              result)
+    remainder_in_quarter = np.arange(one_quarter, dtype=np.int32) - one_quarter
+    rows = _exp_on_interval_between_negative_one_quarter_and_0_excl(
+        _multiply_by_pot(remainder_in_quarter, integer_bits))[np.newaxis]
+    # a >= -2^15 raw, so m < 2^(integer_bits + 2): bits up to k = integer_bits - 1,
+    # of which gemmlowp multiplies those up to k = 4 (the clamp below covers the rest).
+    for j in range(integer_bits + 2):
+        if j < len(_EXP_OF_NEGATIVE_POWERS_OF_TWO):
+            multiplier = _constant(_EXP_OF_NEGATIVE_POWERS_OF_TWO[j][1])
+            rows = np.concatenate((rows, _doubling_high_mul(rows, multiplier)))
+        else:
+            rows = np.concatenate((rows, rows))
+    # Row m holds a = -(m + 1) / 4 + low: reversed, the rows run from a = -2^15 up.
+    result = rows[::-1].reshape(-1)
     if integer_bits > 5:
-        clamp = _constant(-(1 << (36 - integer_bits)), bits)
-        result = np.where(a < clamp, 0, result)
-    return np.where(a == 0, _limits(bits)[1], result)
+        clamp = _constant(-(1 << (36 - integer_bits)))
+        result[:clamp + (1 << 15)] = 0   # a < clamp
+    return result
 
 
-def _newton_raphson_reciprocal(half_denominator: np.ndarray, bits: int) -> np.ndarray:
+def _newton_raphson_reciprocal(half_denominator: np.ndarray) -> np.ndarray:
     """x ~ 1 / half_denominator (Q2) after gemmlowp's three Newton-Raphson steps
     from 48/17 - 32/17 * d."""
-    one_q2 = 1 << (bits - 3)
-    x = _wrap(_constant(1515870810, bits)
-              + _doubling_high_mul(half_denominator, _constant(-1010580540, bits), bits), bits)
+    one_q2 = 1 << 13
+    x = _wrap(_constant(1515870810)
+              + _doubling_high_mul(half_denominator, _constant(-1010580540)))
     for _ in range(3):
-        product = _doubling_high_mul(half_denominator, x, bits)
-        correction = _doubling_high_mul(x, _wrap(one_q2 - product, bits), bits)
-        x = _wrap(x + _multiply_by_pot(correction, 2, bits), bits)
+        product = _doubling_high_mul(half_denominator, x)
+        correction = _doubling_high_mul(x, _wrap(one_q2 - product))
+        x = _wrap(x + _multiply_by_pot(correction, 2))
     return x
 
 
-def logistic(a: np.ndarray, bits: int, integer_bits: int) -> np.ndarray:
-    """gemmlowp logistic: 1 / (1 + exp(-a)) from Q(integer_bits) to Q0."""
-    one = _limits(bits)[1]
-    magnitude = np.where(a > 0, a, _wrap(-a, bits))
-    exp_negative = exp_on_negative_values(_wrap(-magnitude, bits), bits, integer_bits)
-    # one_over_one_plus_x_for_x_in_0_1
-    reciprocal = _newton_raphson_reciprocal(_rounding_half_sum(exp_negative, one), bits)
-    positive = _multiply_by_pot(reciprocal, 1, bits)
-    negative = _wrap(one - positive, bits)
-    return np.where(a == 0, _constant(1 << 30, bits), np.where(a > 0, positive, negative))
+@functools.cache
+def _reciprocals() -> np.ndarray:
+    """_newton_raphson_reciprocal of every half denominator, 2^14 to 2^15 - 1 in
+    order (RoundingHalfSum(e, One) of any e in [0, One]). Both activations
+    take their reciprocals from here (read-only, shared)."""
+    reciprocals = _newton_raphson_reciprocal(np.arange(1 << 14, 1 << 15, dtype=np.int32))
+    reciprocals.flags.writeable = False
+    return reciprocals
 
 
-def tanh(a: np.ndarray, bits: int, integer_bits: int) -> np.ndarray:
-    """gemmlowp tanh from Q(integer_bits) to Q0, via exp(2a) on the negative side."""
-    negative_part = np.where(a < 0, a, _wrap(-a, bits))
-    exp_twice = exp_on_negative_values(negative_part, bits, integer_bits + 1)
-    # one_minus_x_over_one_plus_x_for_x_in_0_1
-    one = _limits(bits)[1]
-    reciprocal = _newton_raphson_reciprocal(_rounding_half_sum(exp_twice, one), bits)
-    t = _multiply_by_pot(_wrap(reciprocal - (1 << (bits - 3)), bits), 2, bits)
-    return np.where(a == 0, 0, np.where(a < 0, _wrap(-t, bits), t))
+def _one_over_half_sum(exp: np.ndarray) -> np.ndarray:
+    """The reciprocal (Q2) of RoundingHalfSum(exp, One) for exp results (Q0.15,
+    in [0, One]), as the Newton-Raphson steps compute it."""
+    return _reciprocals()[_rounding_half_sum(exp, _HIGH) - (1 << 14)]
+
+
+def _odd_table(negative: np.ndarray, at_zero: int, mirrored: np.ndarray) -> np.ndarray:
+    """An int16 table indexed by input + 32768 from its values at the negative
+    inputs (-32768 to -1), at 0, and `mirrored`, whose value at -a is the
+    table's at a > 0."""
+    table = np.empty(1 << 16, dtype=np.int16)
+    table[:1 << 15] = negative
+    table[1 << 15] = at_zero
+    table[(1 << 15) + 1:] = mirrored[:0:-1]
+    table.flags.writeable = False
+    return table
 
 
 @functools.cache
-def int16_lookup(fn: Callable[[np.ndarray, int, int], np.ndarray],
-                 integer_bits: int) -> np.ndarray:
-    """`fn` (logistic or tanh) on every int16 input read as Q(integer_bits), as
-    int16, indexed by input + 32768. Computed once per (fn, integer_bits): the
-    fixed-point evaluation of every int16 input is slow in Python, and
-    every LSTM of a model uses the same few tables (read-only, shared)."""
-    # int32 holds every intermediate of 16-bit raw values (a product of two is
-    # below 2^30) in half the memory int64 takes.
-    inputs = np.arange(-32768, 32768, dtype=np.int32)
-    table = fn(inputs, 16, integer_bits).astype(np.int16)
-    table.flags.writeable = False
-    return table
+def logistic(integer_bits: int) -> np.ndarray:
+    """gemmlowp logistic from Q(integer_bits) to Q0.15 on every int16 input, as int16
+    indexed by input + 32768. Computed once per format (read-only, shared).
+
+    gemmlowp evaluates exp(-|a|) (-a wrapped: -32768 stays itself), the positive
+    side as 1 / (1 + exp(-|a|)) and the negative one as One minus that: both
+    from the negative inputs."""
+    # one_over_one_plus_x_for_x_in_0_1
+    positive = _multiply_by_pot(_one_over_half_sum(exp_on_negative_values(integer_bits)), 1)
+    return _odd_table(_wrap(_HIGH - positive), _constant(1 << 30), positive)
+
+
+@functools.cache
+def tanh(integer_bits: int) -> np.ndarray:
+    """gemmlowp tanh from Q(integer_bits) to Q0.15 on every int16 input, as int16
+    indexed by input + 32768. Computed once per format (read-only, shared).
+
+    gemmlowp evaluates t = (1 - exp(-2|a|)) / (1 + exp(-2|a|)) (-a wrapped:
+    -32768 stays itself) and negates it for negative a: both sides from the
+    negative inputs (exp of 2a is exp of a read with one integer bit more)."""
+    # one_minus_x_over_one_plus_x_for_x_in_0_1
+    reciprocal = _one_over_half_sum(exp_on_negative_values(integer_bits + 1))
+    t = _multiply_by_pot(_wrap(reciprocal - (1 << 13)), 2)
+    return _odd_table(_wrap(-t), 0, t)
 
 
 # ---------------------------------------------------------------------------
@@ -597,9 +623,9 @@ def activation_tables(cell_integer_bits: int | None) -> np.ndarray:
     of the cell state (PortableApplySigmoid / PortableApplyTanh) unless
     `cell_integer_bits` is None (`IntegerLstm.cell_tanh`). Read-only, one array per
     cell format, so the LSTMs of a model share one constant."""
-    rows = (int16_lookup(logistic, GATE_INTEGER_BITS), int16_lookup(tanh, GATE_INTEGER_BITS))
+    rows = (logistic(GATE_INTEGER_BITS), tanh(GATE_INTEGER_BITS))
     if cell_integer_bits is not None:
-        rows += (int16_lookup(tanh, cell_integer_bits),)
+        rows += (tanh(cell_integer_bits),)
     tables = np.concatenate(rows).reshape(1, -1, 1)
     tables.flags.writeable = False
     return tables
@@ -822,11 +848,12 @@ def _i32(rw: Rewriter, values: np.ndarray | int) -> Value:
     return build.const(rw, np.asarray(values, dtype=np.int32).reshape(1, 1, -1), i32)
 
 
-def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bound: int,
-            out: ElementType, output_zp: int = 0) -> Value:
-    """MultiplyByQuantizedMultiplier of each group of `width` columns by its scale
-    (DOUBLE_ROUND: TFLite's default-build double rounding), plus `output_zp`,
-    saturated to `out`.
+@functools.lru_cache(maxsize=256)
+def _column_scales(scales: tuple[float, ...], width: int, bound: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """RESCALE's multipliers (int32) and shifts (int8) for each group of `width`
+    columns scaled by its own scale. Every time step asks for the recurrent
+    ones again (read-only, shared).
 
     apply_scale_32 REQUIRES |acc| < 2^(shift - 1); `bound` (the largest
     accumulator the operands allow) must stay inside it."""
@@ -835,11 +862,22 @@ def _scaled(rw: Rewriter, acc: Value, scales: tuple[float, ...], width: int, bou
         if multiplier and bound >= 1 << (shift - 1):
             raise UnsupportedScale(f"scale 2^{31 - shift} with accumulators up to {bound} "
                                    "exceeds RESCALE's input range")
-    multipliers = [m for m, _ in pairs for _ in range(width)]
-    shifts = [s for _, s in pairs for _ in range(width)]
-    return build.rescale(rw, acc, multipliers, shifts, 0, output_zp,
+    multipliers = np.repeat(np.array([m for m, _ in pairs], dtype=np.int32), width)
+    shifts = np.repeat(np.array([s for _, s in pairs], dtype=np.int8), width)
+    multipliers.flags.writeable = shifts.flags.writeable = False
+    return multipliers, shifts
+
+
+def _scaled(rw: Rewriter, acc: Value, column_scales: tuple[np.ndarray, np.ndarray],
+            out: ElementType, output_zp: int = 0) -> Value:
+    """MultiplyByQuantizedMultiplier of each column by its scale (`_column_scales`;
+    DOUBLE_ROUND: TFLite's default-build double rounding), plus `output_zp`,
+    saturated to `out`."""
+    multipliers, shifts = column_scales
+    # Copies: a large constant op holds the array it is given.
+    return build.rescale(rw, acc, multipliers.copy(), shifts.copy(), 0, output_zp,
                          tensor_type(acc).with_element(out), rounding_mode=DOUBLE_ROUND,
-                         per_channel=len(multipliers) > 1)
+                         per_channel=multipliers.size > 1)
 
 
 def _accumulator_bound(weights: np.ndarray, bias: np.ndarray | None = None,
@@ -861,7 +899,7 @@ def _lookup(rw: Rewriter, tables: Value, x: Value, rows: Value) -> Value:
     row by row of `tables` as `rows` ([1, 1, n] or [1, 1, 1]: row * 65536 + 32768)
     says: one GATHER."""
     shape = tensor_type(x).shape
-    count = int(np.prod(shape))
+    count = math.prod(shape)
     indices = build.reshape(rw, Elementwise(rw, 3).add(x, rows), (1, count))
     gathered = build.op(rw, "tosa.gather", [tables, indices], TensorType((1, count, 1), i16))
     return build.reshape(rw, gathered, shape)
@@ -940,8 +978,8 @@ def integer_input_products(rw: Rewriter, p: IntegerLstm, x: Value, time_major: b
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, shape[0] * shape[1], columns), i32))
     acc = Elementwise(rw, 3).add(acc, _i32(rw, p.bias))
-    gates = _scaled(rw, acc, p.input_scales, p.width,
-                    _accumulator_bound(p.input_weights, p.bias), i16)
+    gates = _scaled(rw, acc, _column_scales(p.input_scales, p.width,
+                                            _accumulator_bound(p.input_weights, p.bias)), i16)
     widened = _widen(rw, build.reshape(rw, gates, (shape[0], shape[1], columns)))
     return split_steps(rw, widened, time_major)
 
@@ -951,7 +989,7 @@ def _with_peephole(rw: Rewriter, k: StepConstants, gate: str, pre: Value, c: Val
     (|w_c * c| <= 2^30)."""
     weights, scale = k.peephole[gate]
     e = Elementwise(rw, 3)
-    scaled = _scaled(rw, e.mul(c, weights), (scale,), 1, 1 << 30, i32)
+    scaled = _scaled(rw, e.mul(c, weights), _column_scales((scale,), 1, 1 << 30), i32)
     return _saturating_add(e, pre, scaled)
 
 
@@ -997,9 +1035,10 @@ def _output_state(rw: Rewriter, p: IntegerLstm, k: StepConstants, output_gate: V
                                        build.zero_point(rw, 0, i8)],
                    TensorType((1, batch, p.output_width), i32))
     acc = e.add(acc, _i32(rw, proj.bias))
-    projected = _scaled(rw, acc, (proj.scale,), p.output_width,
-                        _accumulator_bound(proj.weights, proj.bias, 128), out,
-                        p.output_state.zero_point)
+    projected = _scaled(rw, acc, _column_scales((proj.scale,), p.output_width,
+                                                _accumulator_bound(proj.weights, proj.bias,
+                                                                   128)),
+                        out, p.output_state.zero_point)
     return build.clamp(rw, projected, -proj.clip, proj.clip) if proj.clip else projected
 
 
@@ -1012,7 +1051,8 @@ def integer_lstm_step(rw: Rewriter, p: IntegerLstm, k: StepConstants, product: V
                                              build.zero_point(rw, p.output_state.zero_point, i8),
                                              build.zero_point(rw, 0, i8)],
                          TensorType((1, batch, columns), i32))
-    recurrent = _scaled(rw, recurrent, p.recurrent_scales, p.width, k.recurrent_bound, i32)
+    recurrent = _scaled(rw, recurrent,
+                        _column_scales(p.recurrent_scales, p.width, k.recurrent_bound), i32)
     # MatrixBatchVectorMultiplyAccumulate adds to the gate and saturates to int16.
     total = _saturating_add(Elementwise(rw, 3), product, recurrent)
     column = {name: i * p.width for i, name in enumerate(p.gates)}
