@@ -226,6 +226,9 @@ _SHAPE = table_layout(fb.TosaShapeStart, fb.TosaShapeAddName, fb.TosaShapeAddRan
                       _shape_data_placeholder)
 # A placeholder's value: 0 is written, 1 (its default) leaves the field out.
 _DATA, _NO_DATA = 0, 1
+# Stands for a tensor's shape vector, built with its table (a value other than
+# the field's default: the vector is always there).
+_SHAPE_PLACEHOLDER = -1
 
 
 def _camel(field_name: str) -> str:
@@ -238,13 +241,14 @@ class _AttributePlan:
     stored attributes and layout."""
 
     __slots__ = ("absent_values", "attrs", "fbs_op", "fields", "layout", "names",
-                 "numbers_only", "table", "union_type")
+                 "numbers_only", "operator_fields", "table", "union_type")
 
     def __init__(self, fbs_op: int, table: str, union_type: int,
                  attrs: tuple[tosa_ops.Attr, ...], layout: TableLayout) -> None:
         self.fbs_op = fbs_op          # the op's value in the `Op` enum
         self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
         self.union_type = union_type  # its value in the `Attribute` union
+        self.operator_fields = (fbs_op, union_type)  # an operator table's first fields
         self.attrs = attrs            # the attributes stored in the table, in field order
         self.layout = layout          # their fields, in the same order
         # per attribute: (it, its name, its value when absent, its field's default,
@@ -430,6 +434,26 @@ class _Serializer:
         return fb.TosaRegionEnd(b)
 
     def _tensor_table(self, tensor: _Tensor) -> int:
+        # The element types of a module are few and live as long as it does:
+        # its first tensor of each, or a variable's, takes the steps below.
+        dtype = self.dtypes.get(id(tensor.type.element))
+        if dtype is None or tensor.variable_name is not None:
+            return self._tensor_table_by_steps(tensor)
+        b = self.builder
+        dims = tensor.type.shape
+        name = b.CreateSharedString(tensor.name)
+        data = _NO_DATA if tensor.data is None else _DATA
+        try:  # the shape vector and the table in one
+            offset = b.Int32VectorTable(
+                _TENSOR, (name, _SHAPE_PLACEHOLDER, dtype, data, False, 0, dims is None),
+                1, () if dims is None else dims)
+        except struct.error:
+            self._refuse_shape(tensor)
+            raise
+        self._add_blob(tensor)
+        return offset
+
+    def _tensor_table_by_steps(self, tensor: _Tensor) -> int:
         b = self.builder
         tensor_type = tensor.type
         dims = tensor_type.shape
@@ -438,9 +462,7 @@ class _Serializer:
         try:
             shape = b.CreateInt32Vector(dims if ranked else ())
         except struct.error:
-            if min(dims) < -(1 << 31) or max(dims) >= 1 << 31:
-                raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit "
-                              "int32") from None
+            self._refuse_shape(tensor)
             raise
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else 0)
@@ -448,16 +470,31 @@ class _Serializer:
             self._check_data_size(tensor)
             tensor.blob = _Blob(encode_data(tensor.data, tensor_type.element))
             self.blobs.append(tensor.blob)
-        # The element types of a module are few and live as long as it does.
         dtype = self.dtypes.get(id(tensor_type.element))
         if dtype is None:
             dtype = self.dtypes[id(tensor_type.element)] = dtype_of(tensor_type.element)
         offset = b.Table(_TENSOR, (name, shape, dtype,
                                    _NO_DATA if tensor.blob is None else _DATA,
                                    bool(variable_name), variable_name, not ranked))
-        if tensor.blob is not None:
-            tensor.blob.fields_from_end.append(b.FieldOffset(_TENSOR_DATA_SLOT))
+        self._add_blob(tensor)
         return offset
+
+    @staticmethod
+    def _refuse_shape(tensor: _Tensor) -> None:
+        dims = tensor.type.shape
+        if dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
+            raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit "
+                          "int32") from None
+
+    def _add_blob(self, tensor: _Tensor) -> None:
+        """Encode the tensor's data (once) and mark the data field of the table
+        just written as one to point at it."""
+        if tensor.data is not None and tensor.blob is None:
+            self._check_data_size(tensor)
+            tensor.blob = _Blob(encode_data(tensor.data, tensor.type.element))
+            self.blobs.append(tensor.blob)
+        if tensor.blob is not None:
+            tensor.blob.fields_from_end.append(self.builder.FieldOffset(_TENSOR_DATA_SLOT))
 
     @staticmethod
     def _check_data_size(tensor: _Tensor) -> None:
@@ -492,11 +529,19 @@ class _Serializer:
             outputs = list(map(name_of, map(id, op.results)))
         except KeyError:
             return self._checked_operator(op)
-        attribute_table = (self._attribute_table(op, plan) if plan.fields
-                           else self.builder.Table(plan.layout, ()))
+        if not plan.fields:
+            return self.builder.StringVectorsTable(
+                _OPERATOR, plan.operator_fields, (inputs, outputs), _LOCATION, op.loc,
+                plan.layout)
+        if plan.numbers_only:
+            values = self._number_fields(op, plan)
+            if values is not None:
+                return self.builder.StringVectorsTable(
+                    _OPERATOR, plan.operator_fields, (inputs, outputs), _LOCATION, op.loc,
+                    plan.layout, values)
         return self.builder.StringVectorsTable(
-            _OPERATOR, (plan.fbs_op, plan.union_type, attribute_table), (inputs, outputs),
-            _LOCATION, op.loc)
+            _OPERATOR, (*plan.operator_fields, self._attribute_table(op, plan)),
+            (inputs, outputs), _LOCATION, op.loc)
 
     def _checked_operator(self, op: Op) -> int:
         """An operator whose kind, operands or names are checked one by one."""
@@ -535,20 +580,27 @@ class _Serializer:
         return (identity.fbs_op, getattr(fb.Attribute, identity.fbs_attr), table,
                 inputs, outputs)
 
+    def _number_fields(self, op: Op, plan: _AttributePlan) -> tuple[Any, ...] | None:
+        """The field values of a numbers-only attribute table, kept per distinct
+        attribute values; None for a value that cannot be kept (unhashable).
+
+        Values that compare equal give the same fields (True, 1 and 1.0 all
+        write 1); a value that cannot be written is refused by the field by
+        field path and never kept."""
+        key = (plan, tuple(map(op.attrs.get, plan.names, plan.absent_values)))
+        try:
+            values = self.number_fields.get(key)
+        except TypeError:
+            return None
+        if values is None:
+            values = self.number_fields[key] = tuple(self._attribute_values(op, plan))
+        return values
+
     def _attribute_table(self, op: Op, plan: _AttributePlan) -> int:
-        if plan.numbers_only:
-            # Values that compare equal give the same fields (True, 1 and 1.0 all
-            # write 1); a value that cannot be written is refused by the field
-            # by field path and never kept.
-            key = (plan, tuple(map(op.attrs.get, plan.names, plan.absent_values)))
-            try:
-                values = self.number_fields.get(key)
-            except TypeError:  # an unhashable value: written (or refused) field by field
-                return self.builder.Table(plan.layout, self._attribute_values(op, plan))
-            if values is None:
-                values = self.number_fields[key] = tuple(self._attribute_values(op, plan))
-            return self.builder.Table(plan.layout, values)
-        return self.builder.Table(plan.layout, self._attribute_values(op, plan))
+        values = self._number_fields(op, plan) if plan.numbers_only else None
+        if values is None:
+            values = self._attribute_values(op, plan)
+        return self.builder.Table(plan.layout, values)
 
     def _attribute_values(self, op: Op, plan: _AttributePlan) -> list[Any]:
         # Children (vectors, strings) must be built before the table is started.

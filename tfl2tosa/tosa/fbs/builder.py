@@ -16,7 +16,8 @@ a `TableLayout` read once from the generated `<Table>Start` and
 present and the start's alignment fix a table's padding, field positions and
 vtable, so each such combination is worked out once (`_TablePlan`) and its
 tables are then one struct pack each. `StringVectorsTable` writes an operator
-(its input and output name vectors, location and table) in one call.
+(its attribute table, input and output name vectors, location and table) in
+one call, mostly in two packs; `Int32VectorTable` a tensor and its shape in one.
 
 The layout rules followed (see flatbuffers' python/flatbuffers/builder.py):
 the buffer grows downwards from its end, offsets are distances from the end,
@@ -78,6 +79,13 @@ class Builder:
         self._vector_length = 0
         self._shared: dict[str, int] = {}
         self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
+        # `StringVectorsTable`'s packs: its tails by shape, its children by
+        # (layout, values), the structs of a child and a vector by their sizes
+        self._tails: dict[tuple[Any, ...], _TailPlan] = {}
+        self._children: dict[tuple[Any, ...], _ChildPlan] = {}
+        self._child_packers: dict[tuple[int, int], struct.Struct] = {}
+        # `Int32VectorTable`'s (plan, struct, vtable) by (layout, fields present, length)
+        self._vector_tables: dict[tuple[Any, ...], tuple[_TablePlan, struct.Struct, int]] = {}
 
     # -- positions and space
 
@@ -244,85 +252,222 @@ class Builder:
 
     def StringVectorsTable(self, layout: TableLayout, values: Sequence[Any],
                            string_lists: Sequence[Sequence[str]],
-                           text_layout: TableLayout, text: str) -> int:
-        """A table whose fields are `values`, then one vector of shared strings per
-        list in `string_lists`, then (if `text` is not empty) a table of
-        `text_layout` holding `text` as its one string; else that field is 0.
+                           text_layout: TableLayout, text: str,
+                           child_layout: TableLayout | None = None,
+                           child_values: Sequence[Any] = ()) -> int:
+        """A table whose fields are `values`, then (given `child_layout`) a table
+        of it holding `child_values`, then one vector of shared strings per list
+        in `string_lists`, then (if `text` is not empty) a table of `text_layout`
+        holding `text` as its one string; else that field is 0.
 
-        The same bytes as `CreateSharedStringVector` per list, `CreateString` and
-        `Table` twice (a TOSA operator: its inputs, outputs and location). Each
-        of these leaves the buffer 4-aligned, so once it is, a string's padding
-        depends only on its length and a vector needs none: the strings met
-        for the first time and the vectors are written here in one pass."""
+        The same bytes as `Table` for the child, `CreateSharedStringVector` per
+        list, `CreateString` and `Table` twice (a TOSA operator: its attribute
+        table, inputs, outputs and location). Each of these leaves the buffer
+        4-aligned, so once it is, the pieces follow one another without padding
+        but the text's: in the usual operator (a child of numbers only, two
+        lists, a text), the child and the first vector are one pack
+        (`_ChildPlan`); the strings met for the first time follow; then the
+        last vector, the text, its table and the table are one pack
+        (`_TailPlan`)."""
+        if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
+                or len(string_lists) != 2:
+            return self._string_vectors_table(layout, values, string_lists, text_layout, text,
+                                              child_layout, child_values)
+        first, last = string_lists
         shared = self._shared
-        data = self.Bytes
-        head = self.head
-        end = len(data)
-        if (head - end) & 3 or self.minalign < 4:  # not yet 4-aligned: the general calls
-            fields = list(values) + [self.CreateSharedStringVector(texts)
-                                     for texts in string_lists]
-            fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
-            return self.Table(layout, fields)
         fields = list(values)
-        for texts in string_lists:
-            offsets = []
-            for name in texts:
-                offset = shared.get(name)
-                if offset is None:  # its first use: the string goes before the vector
-                    raw = name.encode()
-                    size = len(raw)
-                    pad = (head - end - size - 1) & 3
-                    while head < pad + size + 5:
-                        self.head = head
-                        self._grow()
-                        data, head = self.Bytes, self.head
-                        end = len(data)
-                    head -= pad + size + 1  # the terminating zero is already there
-                    data[head:head + size] = raw
-                    head -= 4
-                    _UINT32.pack_into(data, head, size)
-                    offset = shared[name] = end - head
-                offsets.append(offset)
+        child = None
+        if child_layout is not None:
+            try:
+                child = self._children.get((child_layout, child_values))
+            except TypeError:  # not hashable: not numbers only
+                pass
+            if child is None:
+                child = self._child_plan(child_layout, child_values)
+        try:
+            offsets = list(map(shared.__getitem__, first))
+        except KeyError:
+            offsets = None
+        if child is not None and offsets is not None:
             count = len(offsets)
-            while head < 4 * count + 4:
-                self.head = head
+            packer = self._child_packers.get((count, child.fields_size))
+            if packer is None:
+                packer = self._child_packers[count, child.fields_size] = struct.Struct(
+                    f"<I{count}Ii{child.fields_size}s")
+            data = self.Bytes
+            head = self.head
+            while head < packer.size:
                 self._grow()
                 data, head = self.Bytes, self.head
-                end = len(data)
-            top = end - head + 4 * count  # element i is `top - 4 * i` from the end
-            head -= 4 * count + 4
-            _vector_packer("I", count).pack_into(
-                data, head, count, *map(sub, range(top, top - 4 * count, -4), offsets))
-            fields.append(end - head)
-        self.head = head
-        fields.append(self._text_table(text_layout, text) if text else 0)
-        return self.Table(layout, fields)
-
-    def _text_table(self, layout: TableLayout, text: str) -> int:
-        """`Table(layout, (CreateString(text),))` for a table of one string field,
-        the buffer 4-aligned. The string's length word is then 4-aligned too, so
-        the table right below it always has the plan of a 4-aligned start; once
-        that plan's vtable is written, the string and the table go in together."""
-        plan = layout.plans[0].get(_ONE_FIELD)
-        vtable = self._plan_vtables.get(plan) if plan is not None else None
+            child_end = len(data) - head + child.size
+            top = child_end + 4 * count  # element i is `top - 4 * i` from the end
+            head -= packer.size
+            packer.pack_into(data, head, count,
+                             *map(sub, range(top, top - 4 * count, -4), offsets),
+                             child.vtable - child_end, child.fields)
+            self.head = head
+            fields.append(child_end)
+            fields.append(top + 4)
+        else:
+            if child_layout is not None:
+                fields.append(self.Table(child_layout, child_values))
+            if offsets is None:
+                offsets = list(map(self.CreateSharedString, first))
+            fields.append(self.CreateOffsetVector(offsets))
+        try:
+            offsets = list(map(shared.__getitem__, last))
+        except KeyError:
+            offsets = list(map(self.CreateSharedString, last))
         raw = text.encode()
-        size = len(raw)
+        count = len(offsets)
+        key = (layout, tuple(values), text_layout, count, (len(raw) + 4) & -4)
+        tail = self._tails.get(key)
+        if tail is None:
+            tail = self._tail_plan(key, len(fields) + 2)
+            if tail is None:  # a vtable not yet written: the general calls write it
+                fields.append(self.CreateOffsetVector(offsets))
+                fields.append(self.Table(text_layout, (self.CreateString(text),)))
+                return self.Table(layout, fields)
         data = self.Bytes
         head = self.head
+        while head < tail.size:
+            self._grow()
+            data, head = self.Bytes, self.head
+        top = len(data) - head + 4 * count  # the vector's element i is `top - 4 * i` from the end
+        text_table = top + tail.text_table_from_top
+        table_end = text_table + tail.table_size
+        fields.append(top + 4)
+        fields.append(text_table)
+        args = list(tail.table_values(fields))
+        for at, delta in tail.table_offsets:
+            if args[at] > text_table:
+                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+            args[at] = text_table + delta - args[at]
+        head -= tail.size
+        tail.packer.pack_into(data, head, tail.table_vtable - table_end, *args,
+                              tail.text_vtable - text_table, tail.text_field, len(raw), raw,
+                              count, *map(sub, range(top, top - 4 * count, -4), offsets))
+        self.head = head
+        self._last_table = (text_table, tail.table_plan)
+        return table_end
+
+    def _string_vectors_table(self, layout: TableLayout, values: Sequence[Any],
+                              string_lists: Sequence[Sequence[str]],
+                              text_layout: TableLayout, text: str,
+                              child_layout: TableLayout | None,
+                              child_values: Sequence[Any]) -> int:
+        """`StringVectorsTable` by the general calls."""
+        fields = list(values)
+        if child_layout is not None:
+            fields.append(self.Table(child_layout, child_values))
+        fields += [self.CreateSharedStringVector(texts) for texts in string_lists]
+        fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
+        return self.Table(layout, fields)
+
+    def _child_plan(self, layout: TableLayout, values: Sequence[Any]) -> _ChildPlan | None:
+        """The packed bytes of a table of numbers only, its vtable already written
+        and its start 4-aligned; None where that does not hold (yet)."""
+        if layout.align_mask != 3:
+            return None
+        present = tuple(map(ne, values, layout.defaults))
+        plan = layout.plans[0].get(present)
+        if plan is None or plan.offsets:
+            return None
+        vtable = self._vtables.get(plan.vtable_key)
+        if vtable is None:
+            return None
+        try:
+            fields = plan.packer.pack(0, *plan.present_values(values))[4:]
+        except struct.error:  # out of its fields' range: `Table` says which
+            return None
+        try:
+            child = self._children[layout, tuple(values)] = _ChildPlan(plan.size, fields, vtable)
+        except TypeError:
+            return None
+        return child
+
+    def _tail_plan(self, key: tuple[Any, ...], field_count: int) -> _TailPlan | None:
+        """The tail `StringVectorsTable` packs for `key`, made once both its tables'
+        vtables are written (None until then)."""
+        layout, values, text_layout, count, text_size = key
+        if layout.align_mask != 3 or text_layout.align_mask != 3 \
+                or len(text_layout.fields) != 1 or field_count != len(layout.fields):
+            return None
+        present = tuple(map(ne, values, layout.defaults)) + (True,) * (field_count - len(values))
+        table_plan = layout.plans[0].get(present)
+        if table_plan is None:
+            table_plan = layout.plans[0][present] = _TablePlan(layout, present, 0)
+        text_plan = text_layout.plans[0].get(_ONE_FIELD)
+        if text_plan is None:
+            text_plan = text_layout.plans[0][_ONE_FIELD] = _TablePlan(text_layout, _ONE_FIELD, 0)
+        table_vtable = self._vtables.get(table_plan.vtable_key)
+        text_vtable = self._vtables.get(text_plan.vtable_key)
+        if table_vtable is None or text_vtable is None or len(text_plan.offsets) != 1 \
+                or table_plan.minalign > 4:
+            return None
+        tail = self._tails[key] = _TailPlan(table_plan, table_vtable, text_plan, text_vtable,
+                                            count, text_size)
+        return tail
+
+    def Int32VectorTable(self, layout: TableLayout, values: Sequence[Any], at: int,
+                         ints: Sequence[int]) -> int:
+        """`Table(layout, values)` whose field `at` (a placeholder in `values`) is
+        a vector of the int32s `ints`, built right before it (`CreateInt32Vector`):
+        a tensor and its shape. Once the buffer is 4-aligned and the table's
+        vtable written, the vector and the table are one pack."""
+        head = self.head
+        data = self.Bytes
         end = len(data)
-        pad = (head - end - size - 1) & 3
-        if vtable is None or head < pad + size + 5 + plan.size:
-            return self.Table(layout, (self.CreateString(text),))
-        head -= pad + size + 1  # the terminating zero is already there
-        data[head:head + size] = raw
-        head -= 4
-        _UINT32.pack_into(data, head, size)
-        start = end - head  # the string, and where the table starts
-        ((_, field_end),) = plan.offsets
-        plan.packer.pack_into(data, head - plan.size, vtable - start - plan.size, field_end)
-        self.head = head - plan.size
+        if (head - end) & 3 or self.minalign < 4 or layout.align_mask != 3:
+            return self._int32_vector_table(layout, values, at, ints)
+        count = len(ints)
+        key = (layout, tuple(map(ne, values, layout.defaults)), count)
+        packed = self._vector_tables.get(key)
+        if packed is None:
+            packed = self._vector_table_plan(key, at)
+            if packed is None:
+                return self._int32_vector_table(layout, values, at, ints)
+        plan, packer, vtable = packed
+        if head < packer.size:
+            return self._int32_vector_table(layout, values, at, ints)
+        start = end - head + 4 * count + 4  # the vector, where the table starts
+        fields = list(values)
+        fields[at] = start
+        args = list(plan.present_values(fields))
+        for index, delta in plan.offsets:
+            if args[index] > start:
+                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+            args[index] = start + delta - args[index]
+        table_end = start + plan.size
+        try:
+            packer.pack_into(data, head - packer.size, vtable - table_end, *args, count, *ints)
+        except struct.error:  # a value out of range: the general calls refuse it
+            return self._int32_vector_table(layout, values, at, ints)
+        self.head = head - packer.size
         self._last_table = (start, plan)
-        return start + plan.size
+        return table_end
+
+    def _int32_vector_table(self, layout: TableLayout, values: Sequence[Any], at: int,
+                            ints: Sequence[int]) -> int:
+        """`Int32VectorTable` by the general calls."""
+        fields = list(values)
+        fields[at] = self.CreateInt32Vector(ints)
+        return self.Table(layout, fields)
+
+    def _vector_table_plan(self, key: tuple[Any, ...],
+                           at: int) -> tuple[_TablePlan, struct.Struct, int] | None:
+        """`Int32VectorTable`'s plan, pack and vtable for `key`, once that vtable is
+        written (None until then)."""
+        layout, present, count = key
+        plan = layout.plans[0].get(present)
+        if plan is None or not present[at] or plan.minalign > 4:
+            return None
+        vtable = self._vtables.get(plan.vtable_key)
+        if vtable is None:
+            return None
+        packed = self._vector_tables[key] = (
+            plan, struct.Struct(plan.packer.format + f"I{count}i"), vtable)
+        return packed
 
     def _table_by_fields(self, layout: TableLayout, values: Sequence[Any]) -> int:
         """`Table` field by field, as the generated functions write it."""
@@ -539,6 +684,47 @@ class _TablePlan:
             itemgetter(*indices) if len(indices) > 1
             else (lambda values, at=indices[0]: (values[at],)) if indices
             else (lambda values: ()))
+
+
+class _ChildPlan:
+    """A table of numbers only, as `StringVectorsTable` packs it below its first
+    vector: its size, its fields' bytes and its vtable."""
+
+    __slots__ = ("fields", "fields_size", "size", "vtable")
+
+    def __init__(self, size: int, fields: bytes, vtable: int) -> None:
+        self.size = size
+        self.fields = fields
+        self.fields_size = len(fields)
+        self.vtable = vtable
+
+
+class _TailPlan:
+    """What `StringVectorsTable` packs in one go for one shape (its table's plan,
+    the last vector's length, the text's padded size): from the lowest address
+    up, the table, the text's table, the text and the last vector of strings."""
+
+    __slots__ = ("minalign", "packer", "size", "table_offsets", "table_plan", "table_size",
+                 "table_values", "table_vtable", "text_field", "text_table_from_top",
+                 "text_vtable")
+
+    def __init__(self, table_plan: _TablePlan, table_vtable: int, text_plan: _TablePlan,
+                 text_vtable: int, count: int, text_size: int) -> None:
+        self.table_plan = table_plan
+        self.table_size = table_plan.size
+        self.table_values = table_plan.present_values
+        self.table_offsets = table_plan.offsets
+        self.table_vtable = table_vtable
+        self.text_vtable = text_vtable
+        # The text table's one field points at the text, which starts where the table does.
+        ((_, self.text_field),) = text_plan.offsets
+        # The text: its length word, its bytes, its terminating zero and padding.
+        self.text_table_from_top = 4 + 4 + text_size + text_plan.size
+        self.packer = struct.Struct("<" + table_plan.packer.format[1:]
+                                    + text_plan.packer.format[1:]
+                                    + f"I{text_size}sI{count}I")
+        self.size = self.packer.size
+        self.minalign = max(table_plan.minalign, text_plan.minalign)
 
 
 class _LayoutProbe:
