@@ -96,10 +96,10 @@ def _operator(b, spec, ours: bool) -> int:
     if ours:
         transpose = b.Table(TRANSPOSE, (perms,))
         if is_concat:
-            return b.StringVectorsTable(OPERATOR, (op, attribute_type), (inputs, outputs),
-                                        LOCATION, loc, CONCAT, (axis,))
+            return b.StringVectorsTable(OPERATOR, (op, attribute_type), (CONCAT, (axis,)),
+                                        (inputs, outputs), LOCATION, loc)
         b.Table(CONCAT, (axis,))
-        return b.StringVectorsTable(OPERATOR, (op, attribute_type, transpose),
+        return b.StringVectorsTable(OPERATOR, (op, attribute_type), transpose,
                                     (inputs, outputs), LOCATION, loc)
     fb.TransposeAttributeStart(b)
     fb.TransposeAttributeAddPerms(b, perms)
@@ -205,7 +205,7 @@ def test_operator_first_in_a_fresh_buffer(loc):
     # Nothing 4-aligned written yet: the fused operator takes the general calls.
     def build(b, ours: bool) -> bytes:
         if ours:
-            root = b.StringVectorsTable(OPERATOR, (7, 0, 0), (["x", "y"], ["z"]), LOCATION, loc)
+            root = b.StringVectorsTable(OPERATOR, (7, 0), 0, (["x", "y"], ["z"]), LOCATION, loc)
         else:
             root = _flatbuffers_operator(b, 7, 0, 0, ["x", "y"], ["z"], loc)
         b.Finish(root, file_identifier=b"TOSA")

@@ -241,7 +241,7 @@ class _AttributePlan:
     stored attributes and layout."""
 
     __slots__ = ("absent_values", "attrs", "fbs_op", "fields", "layout", "names",
-                 "numbers_only", "operator_fields", "table", "union_type")
+                 "numbers_only", "operator_fields", "empty_table", "table", "union_type")
 
     def __init__(self, fbs_op: int, table: str, union_type: int,
                  attrs: tuple[tosa_ops.Attr, ...], layout: TableLayout) -> None:
@@ -249,6 +249,7 @@ class _AttributePlan:
         self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
         self.union_type = union_type  # its value in the `Attribute` union
         self.operator_fields = (fbs_op, union_type)  # an operator table's first fields
+        self.empty_table = (layout, ())  # its attribute table when it has no fields
         self.attrs = attrs            # the attributes stored in the table, in field order
         self.layout = layout          # their fields, in the same order
         # per attribute: (it, its name, its value when absent, its field's default,
@@ -530,18 +531,13 @@ class _Serializer:
         except KeyError:
             return self._checked_operator(op)
         if not plan.fields:
-            return self.builder.StringVectorsTable(
-                _OPERATOR, plan.operator_fields, (inputs, outputs), _LOCATION, op.loc,
-                plan.layout)
-        if plan.numbers_only:
-            values = self._number_fields(op, plan)
-            if values is not None:
-                return self.builder.StringVectorsTable(
-                    _OPERATOR, plan.operator_fields, (inputs, outputs), _LOCATION, op.loc,
-                    plan.layout, values)
-        return self.builder.StringVectorsTable(
-            _OPERATOR, (*plan.operator_fields, self._attribute_table(op, plan)),
-            (inputs, outputs), _LOCATION, op.loc)
+            child: int | tuple[TableLayout, tuple[Any, ...]] = plan.empty_table
+        else:
+            values = self._number_fields(op, plan) if plan.numbers_only else None
+            child = ((plan.layout, values) if values is not None
+                     else self._attribute_table(op, plan))
+        return self.builder.StringVectorsTable(_OPERATOR, plan.operator_fields, child,
+                                               (inputs, outputs), _LOCATION, op.loc)
 
     def _checked_operator(self, op: Op) -> int:
         """An operator whose kind, operands or names are checked one by one."""
@@ -562,7 +558,7 @@ class _Serializer:
 
     def _operator_table(self, fbs_op: int, attr_type: int, attr_table: int,
                         inputs: list[str], outputs: list[str], loc: str) -> int:
-        return self.builder.StringVectorsTable(_OPERATOR, (fbs_op, attr_type, attr_table),
+        return self.builder.StringVectorsTable(_OPERATOR, (fbs_op, attr_type), attr_table,
                                                (inputs, outputs), _LOCATION, loc)
 
     def _variable_access(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:

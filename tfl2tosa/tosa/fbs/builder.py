@@ -80,10 +80,9 @@ class Builder:
         self._shared: dict[str, int] = {}
         self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
         # `StringVectorsTable`'s packs: its tails by shape, its children by
-        # (layout, values), the structs of a child and a vector by their sizes
+        # (layout, values)
         self._tails: dict[tuple[Any, ...], _TailPlan] = {}
         self._children: dict[tuple[Any, ...], _ChildPlan] = {}
-        self._child_packers: dict[tuple[int, int], struct.Struct] = {}
         # `Int32VectorTable`'s (plan, struct, vtable) by (layout, fields present, length)
         self._vector_tables: dict[tuple[Any, ...], tuple[_TablePlan, struct.Struct, int]] = {}
 
@@ -250,121 +249,116 @@ class Builder:
         self._last_table = (start, plan)
         return object_offset
 
-    def StringVectorsTable(self, layout: TableLayout, values: Sequence[Any],
+    def StringVectorsTable(self, layout: TableLayout, values: tuple[Any, ...],
+                           child: int | tuple[TableLayout, tuple[Any, ...]],
                            string_lists: Sequence[Sequence[str]],
-                           text_layout: TableLayout, text: str,
-                           child_layout: TableLayout | None = None,
-                           child_values: Sequence[Any] = ()) -> int:
-        """A table whose fields are `values`, then (given `child_layout`) a table
-        of it holding `child_values`, then one vector of shared strings per list
-        in `string_lists`, then (if `text` is not empty) a table of `text_layout`
-        holding `text` as its one string; else that field is 0.
+                           text_layout: TableLayout, text: str) -> int:
+        """A table whose fields are `values` (numbers), then `child`, then one
+        vector of shared strings per list in `string_lists`, then (if `text` is
+        not empty) a table of `text_layout` holding `text` as its one string;
+        else that field is 0. `child` is the offset of a table built before, or
+        a table's (layout, values) to build here first: a TOSA operator, its
+        attribute table, inputs, outputs and location.
 
         The same bytes as `Table` for the child, `CreateSharedStringVector` per
-        list, `CreateString` and `Table` twice (a TOSA operator: its attribute
-        table, inputs, outputs and location). Each of these leaves the buffer
+        list, `CreateString` and `Table` twice. Each of these leaves the buffer
         4-aligned, so once it is, the pieces follow one another without padding
-        but the text's: in the usual operator (a child of numbers only, two
+        but the strings': in the usual operator (a child of numbers only, two
         lists, a text), the child and the first vector are one pack
-        (`_ChildPlan`); the strings met for the first time follow; then the
-        last vector, the text, its table and the table are one pack
-        (`_TailPlan`)."""
+        (`_ChildPlan`), the strings of the last list met for the first time
+        follow, then the last vector, the text, its table and the table are one
+        pack (`_TailPlan`)."""
         if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
-                or len(string_lists) != 2:
-            return self._string_vectors_table(layout, values, string_lists, text_layout, text,
-                                              child_layout, child_values)
+                or len(string_lists) != 2 or child == 0:
+            return self._string_vectors_table(layout, values, child, string_lists,
+                                              text_layout, text)
         first, last = string_lists
         shared = self._shared
-        fields = list(values)
-        child = None
-        if child_layout is not None:
+        offsets = list(map(shared.get, first))
+        packed = None
+        if child.__class__ is tuple:
             try:
-                child = self._children.get((child_layout, child_values))
+                packed = self._children.get(child)
             except TypeError:  # not hashable: not numbers only
                 pass
-            if child is None:
-                child = self._child_plan(child_layout, child_values)
-        try:
-            offsets = list(map(shared.__getitem__, first))
-        except KeyError:
-            offsets = None
-        if child is not None and offsets is not None:
+            if packed is None:
+                packed = self._child_plan(*child)  # type: ignore[misc]
+        if packed is not None and None not in offsets:
             count = len(offsets)
-            packer = self._child_packers.get((count, child.fields_size))
+            packer = packed.packers.get(count)
             if packer is None:
-                packer = self._child_packers[count, child.fields_size] = struct.Struct(
-                    f"<I{count}Ii{child.fields_size}s")
-            data = self.Bytes
-            head = self.head
-            while head < packer.size:
+                packer = packed.packers[count] = struct.Struct(
+                    f"<I{count}Ii{len(packed.fields)}s")
+            while self.head < packer.size:
                 self._grow()
-                data, head = self.Bytes, self.head
-            child_end = len(data) - head + child.size
-            top = child_end + 4 * count  # element i is `top - 4 * i` from the end
+            head = self.head
+            child_offset = len(self.Bytes) - head + packed.size
+            top = child_offset + 4 * count  # element i is `top - 4 * i` from the end
             head -= packer.size
-            packer.pack_into(data, head, count,
+            packer.pack_into(self.Bytes, head, count,
                              *map(sub, range(top, top - 4 * count, -4), offsets),
-                             child.vtable - child_end, child.fields)
+                             packed.vtable - child_offset, packed.fields)
             self.head = head
-            fields.append(child_end)
-            fields.append(top + 4)
+            first_vector = top + 4
         else:
-            if child_layout is not None:
-                fields.append(self.Table(child_layout, child_values))
-            if offsets is None:
+            child_offset = self.Table(*child) if child.__class__ is tuple else child  # type: ignore[misc]
+            if None in offsets:
                 offsets = list(map(self.CreateSharedString, first))
-            fields.append(self.CreateOffsetVector(offsets))
-        try:
-            offsets = list(map(shared.__getitem__, last))
-        except KeyError:
-            offsets = list(map(self.CreateSharedString, last))
+            first_vector = self.CreateOffsetVector(offsets)
+        offsets = list(map(shared.get, last))
+        if None in offsets:
+            self._add_shared_strings(last, offsets)
         raw = text.encode()
+        size = len(raw)
         count = len(offsets)
-        key = (layout, tuple(values), text_layout, count, (len(raw) + 4) & -4)
+        key = (layout, values, text_layout, count, (size + 4) & -4)
         tail = self._tails.get(key)
         if tail is None:
-            tail = self._tail_plan(key, len(fields) + 2)
+            tail = self._tail_plan(key)
             if tail is None:  # a vtable not yet written: the general calls write it
-                fields.append(self.CreateOffsetVector(offsets))
-                fields.append(self.Table(text_layout, (self.CreateString(text),)))
-                return self.Table(layout, fields)
-        data = self.Bytes
-        head = self.head
-        while head < tail.size:
+                return self.Table(layout, (*values, child_offset, first_vector,
+                                           self.CreateOffsetVector(offsets),
+                                           self.Table(text_layout, (self.CreateString(text),))))
+        while self.head < tail.size:
             self._grow()
-            data, head = self.Bytes, self.head
-        top = len(data) - head + 4 * count  # the vector's element i is `top - 4 * i` from the end
-        text_table = top + tail.text_table_from_top
-        table_end = text_table + tail.table_size
-        fields.append(top + 4)
-        fields.append(text_table)
-        args = list(tail.table_values(fields))
-        for at, delta in tail.table_offsets:
-            if args[at] > text_table:
-                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-            args[at] = text_table + delta - args[at]
-        head -= tail.size
-        tail.packer.pack_into(data, head, tail.table_vtable - table_end, *args,
-                              tail.text_vtable - text_table, tail.text_field, len(raw), raw,
-                              count, *map(sub, range(top, top - 4 * count, -4), offsets))
-        self.head = head
-        self._last_table = (text_table, tail.table_plan)
-        return table_end
+        head = self.head
+        top = len(self.Bytes) - head + 4 * count  # the last vector's element i is `top - 4 * i`
+        if child_offset > top + tail.text_table_from_top:  # not yet built
+            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+        tail.packer.pack_into(
+            self.Bytes, head - tail.size,
+            *tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
+                         top + tail.first_vector_from_top - first_vector,
+                         tail.text_vtable_from_top - top, size, raw, *tail.constants)),
+            *map(sub, range(top, top - 4 * count, -4), offsets))
+        self.head = head - tail.size
+        self._last_table = (top + tail.text_table_from_top, tail.table_plan)
+        return top + tail.table_end_from_top
 
-    def _string_vectors_table(self, layout: TableLayout, values: Sequence[Any],
+    def _add_shared_strings(self, texts: Sequence[str], offsets: list[int | None]) -> None:
+        """Write the strings of `texts` whose `offsets` are None (not yet written:
+        `CreateSharedString`), in order, and fill in their offsets."""
+        shared = self._shared
+        for i, offset in enumerate(offsets):
+            if offset is None:
+                text = texts[i]
+                offset = shared.get(text)  # written just now for an earlier element
+                if offset is None:
+                    offset = shared[text] = self.CreateString(text)
+                offsets[i] = offset
+
+    def _string_vectors_table(self, layout: TableLayout, values: tuple[Any, ...],
+                              child: int | tuple[TableLayout, tuple[Any, ...]],
                               string_lists: Sequence[Sequence[str]],
-                              text_layout: TableLayout, text: str,
-                              child_layout: TableLayout | None,
-                              child_values: Sequence[Any]) -> int:
+                              text_layout: TableLayout, text: str) -> int:
         """`StringVectorsTable` by the general calls."""
         fields = list(values)
-        if child_layout is not None:
-            fields.append(self.Table(child_layout, child_values))
+        fields.append(self.Table(*child) if child.__class__ is tuple else child)  # type: ignore[misc]
         fields += [self.CreateSharedStringVector(texts) for texts in string_lists]
         fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
         return self.Table(layout, fields)
 
-    def _child_plan(self, layout: TableLayout, values: Sequence[Any]) -> _ChildPlan | None:
+    def _child_plan(self, layout: TableLayout, values: tuple[Any, ...]) -> _ChildPlan | None:
         """The packed bytes of a table of numbers only, its vtable already written
         and its start 4-aligned; None where that does not hold (yet)."""
         if layout.align_mask != 3:
@@ -381,19 +375,19 @@ class Builder:
         except struct.error:  # out of its fields' range: `Table` says which
             return None
         try:
-            child = self._children[layout, tuple(values)] = _ChildPlan(plan.size, fields, vtable)
+            child = self._children[layout, values] = _ChildPlan(plan.size, fields, vtable)
         except TypeError:
             return None
         return child
 
-    def _tail_plan(self, key: tuple[Any, ...], field_count: int) -> _TailPlan | None:
+    def _tail_plan(self, key: tuple[Any, ...]) -> _TailPlan | None:
         """The tail `StringVectorsTable` packs for `key`, made once both its tables'
         vtables are written (None until then)."""
         layout, values, text_layout, count, text_size = key
         if layout.align_mask != 3 or text_layout.align_mask != 3 \
-                or len(text_layout.fields) != 1 or field_count != len(layout.fields):
+                or len(text_layout.fields) != 1 or len(layout.fields) != len(values) + 4:
             return None
-        present = tuple(map(ne, values, layout.defaults)) + (True,) * (field_count - len(values))
+        present = tuple(map(ne, values, layout.defaults)) + (True,) * 4
         table_plan = layout.plans[0].get(present)
         if table_plan is None:
             table_plan = layout.plans[0][present] = _TablePlan(layout, present, 0)
@@ -406,7 +400,7 @@ class Builder:
                 or table_plan.minalign > 4:
             return None
         tail = self._tails[key] = _TailPlan(table_plan, table_vtable, text_plan, text_vtable,
-                                            count, text_size)
+                                            values, count, text_size)
         return tail
 
     def Int32VectorTable(self, layout: TableLayout, values: Sequence[Any], at: int,
@@ -637,8 +631,8 @@ class _TablePlan:
     values go in it, and the vtable it needs, all worked out once by following
     `Prep` and `EndObject` from a start position with that alignment."""
 
-    __slots__ = ("field_ends", "minalign", "offsets", "packer", "present_values", "size",
-                 "vtable_key")
+    __slots__ = ("field_ends", "indices", "minalign", "offsets", "packer", "present_values",
+                 "size", "vtable_key")
 
     def __init__(self, layout: TableLayout, present: tuple[bool, ...], residue: int) -> None:
         pos = residue  # a stand-in start: only its alignment matters
@@ -678,6 +672,7 @@ class _TablePlan:
         if cursor != residue:
             fmt.append(f"{cursor - residue}x")
         self.packer = struct.Struct("".join(fmt))
+        self.indices = tuple(indices)  # the index in `values` of each packed value
         # values -> the present ones, in the packer's order (itemgetter of one
         # index returns the value alone)
         self.present_values: Callable[[Sequence[Any]], Sequence[Any]] = (
@@ -690,41 +685,67 @@ class _ChildPlan:
     """A table of numbers only, as `StringVectorsTable` packs it below its first
     vector: its size, its fields' bytes and its vtable."""
 
-    __slots__ = ("fields", "fields_size", "size", "vtable")
+    __slots__ = ("fields", "packers", "size", "vtable")
 
     def __init__(self, size: int, fields: bytes, vtable: int) -> None:
         self.size = size
         self.fields = fields
-        self.fields_size = len(fields)
         self.vtable = vtable
+        # the length of the vector packed with it -> the struct of both
+        self.packers: dict[int, struct.Struct] = {}
 
 
 class _TailPlan:
-    """What `StringVectorsTable` packs in one go for one shape (its table's plan,
-    the last vector's length, the text's padded size): from the lowest address
-    up, the table, the text's table, the text and the last vector of strings."""
+    """What `StringVectorsTable` packs in one go for one shape (its table's plan
+    and number fields, the last vector's length, the text's padded size): from
+    the lowest address up, the table, the text's table, the text and the last
+    vector of strings. Every position in it is a fixed distance from `top`,
+    the last vector's first element; the packed values are put in order by
+    `order` from (the table's vtable offset, its child field, its first
+    vector field, the text table's vtable offset, the text's length, the text,
+    *`constants`)."""
 
-    __slots__ = ("minalign", "packer", "size", "table_offsets", "table_plan", "table_size",
-                 "table_values", "table_vtable", "text_field", "text_table_from_top",
-                 "text_vtable")
+    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "order", "packer",
+                 "size", "table_end_from_top", "table_plan", "text_table_from_top",
+                 "text_vtable_from_top", "vtable_from_top")
 
     def __init__(self, table_plan: _TablePlan, table_vtable: int, text_plan: _TablePlan,
-                 text_vtable: int, count: int, text_size: int) -> None:
+                 text_vtable: int, values: tuple[Any, ...], count: int, text_size: int) -> None:
         self.table_plan = table_plan
-        self.table_size = table_plan.size
-        self.table_values = table_plan.present_values
-        self.table_offsets = table_plan.offsets
-        self.table_vtable = table_vtable
-        self.text_vtable = text_vtable
-        # The text table's one field points at the text, which starts where the table does.
-        ((_, self.text_field),) = text_plan.offsets
-        # The text: its length word, its bytes, its terminating zero and padding.
-        self.text_table_from_top = 4 + 4 + text_size + text_plan.size
+        # Above `top`: the vector's length word, the text's length word, bytes,
+        # terminating zero and padding, then the text table (where the table starts).
+        text_from_top = 4 + 4 + text_size
+        text_table = self.text_table_from_top = text_from_top + text_plan.size
+        self.table_end_from_top = text_table + table_plan.size
+        self.vtable_from_top = table_vtable - self.table_end_from_top
+        self.text_vtable_from_top = text_vtable - text_table
+        ((_, text_field),) = text_plan.offsets
+        # Each packed table value's place in the tuple `order` reads: a value of
+        # `values` (a constant), the child (1), the first vector (2), the last
+        # vector and the text table (constants).
+        given = len(values)
+        place = {**{index: 6 + index for index in range(given)},
+                 given: 1, given + 1: 2, given + 2: 6 + given, given + 3: 7 + given}
+        deltas = dict(table_plan.offsets)  # packed value -> its field's distance from the start
+        last_vector = 4  # the last vector's offset (its length word), from `top`
+        self.child_from_top = self.first_vector_from_top = 0
+        last_vector_field = text_table_field = 0
+        for at, index in enumerate(table_plan.indices):
+            if index == given:
+                self.child_from_top = text_table + deltas[at]
+            elif index == given + 1:
+                self.first_vector_from_top = text_table + deltas[at]
+            elif index == given + 2:
+                last_vector_field = text_table + deltas[at] - last_vector
+            elif index == given + 3:
+                text_table_field = deltas[at]
+        self.constants = (*values, last_vector_field, text_table_field, text_field, count)
+        self.order = itemgetter(0, *[place[index] for index in table_plan.indices], 3,
+                                8 + given, 4, 5, 9 + given)
         self.packer = struct.Struct("<" + table_plan.packer.format[1:]
                                     + text_plan.packer.format[1:]
                                     + f"I{text_size}sI{count}I")
         self.size = self.packer.size
-        self.minalign = max(table_plan.minalign, text_plan.minalign)
 
 
 class _LayoutProbe:
