@@ -61,13 +61,14 @@ def _table_vector(b, tables: list[int], ours: bool) -> int:
 
 
 def _tensor(b, spec, ours: bool) -> int:
-    # Ours builds the shape vector with its table (`Int32VectorTable`).
+    # Ours builds the shape vector with its table (`Int32VectorTable`), packed
+    # with it when the table's other fields are numbers (no data).
     name, shape, dtype, variable, data = spec
     name_offset = b.CreateSharedString(name)
-    data_offset = (b.CreateByteVector(data, 8) if ours else _flatbuffers_bytes(b, data, 8))
+    data_offset = (0 if not data else b.CreateByteVector(data, 8) if ours
+                   else _flatbuffers_bytes(b, data, 8))
     if ours:
-        return b.Int32VectorTable(TENSOR, (name_offset, -1, dtype, data_offset, variable), 1,
-                                  shape)
+        return b.Int32VectorTable(TENSOR, name_offset, shape, (dtype, data_offset, variable))
     shape_offset = b.CreateNumpyVector(np.asarray(shape, dtype="<i4"))
     fb.TosaTensorStart(b)
     fb.TosaTensorAddName(b, name_offset)
@@ -187,9 +188,9 @@ def test_out_of_range_shape_is_a_struct_error(tables_before):
     # The first table of its layout takes the general calls, later ones one pack.
     b = Builder()
     for _ in range(tables_before):
-        b.Int32VectorTable(TENSOR, (0, -1, 3, 0, False), 1, [1, 2])
+        b.Int32VectorTable(TENSOR, b.CreateString("t"), [1, 2], (3, 0, False))
     with pytest.raises(struct.error):
-        b.Int32VectorTable(TENSOR, (0, -1, 3, 0, False), 1, [1, 2 ** 31])
+        b.Int32VectorTable(TENSOR, b.CreateString("t"), [1, 2 ** 31], (3, 0, False))
 
 
 def test_offset_to_unbuilt_data_is_refused():

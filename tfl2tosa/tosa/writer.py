@@ -226,9 +226,6 @@ _SHAPE = table_layout(fb.TosaShapeStart, fb.TosaShapeAddName, fb.TosaShapeAddRan
                       _shape_data_placeholder)
 # A placeholder's value: 0 is written, 1 (its default) leaves the field out.
 _DATA, _NO_DATA = 0, 1
-# Stands for a tensor's shape vector, built with its table (a value other than
-# the field's default: the vector is always there).
-_SHAPE_PLACEHOLDER = -1
 
 
 def _camel(field_name: str) -> str:
@@ -445,9 +442,8 @@ class _Serializer:
         name = b.CreateSharedString(tensor.name)
         data = _NO_DATA if tensor.data is None else _DATA
         try:  # the shape vector and the table in one
-            offset = b.Int32VectorTable(
-                _TENSOR, (name, _SHAPE_PLACEHOLDER, dtype, data, False, 0, dims is None),
-                1, () if dims is None else dims)
+            offset = b.Int32VectorTable(_TENSOR, name, () if dims is None else dims,
+                                        (dtype, data, False, 0, dims is None))
         except struct.error:
             self._refuse_shape(tensor)
             raise

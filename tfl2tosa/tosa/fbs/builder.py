@@ -83,8 +83,8 @@ class Builder:
         # (layout, values)
         self._tails: dict[tuple[Any, ...], _TailPlan] = {}
         self._children: dict[tuple[Any, ...], _ChildPlan] = {}
-        # `Int32VectorTable`'s (plan, struct, vtable) by (layout, fields present, length)
-        self._vector_tables: dict[tuple[Any, ...], tuple[_TablePlan, struct.Struct, int]] = {}
+        # `Int32VectorTable`'s packs by (layout, values, length)
+        self._vector_tables: dict[tuple[Any, ...], _VectorTablePlan] = {}
 
     # -- positions and space
 
@@ -337,14 +337,24 @@ class Builder:
 
     def _add_shared_strings(self, texts: Sequence[str], offsets: list[int | None]) -> None:
         """Write the strings of `texts` whose `offsets` are None (not yet written:
-        `CreateSharedString`), in order, and fill in their offsets."""
+        `CreateSharedString`), in order, and fill in their offsets. The buffer
+        is 4-aligned: a string's padding depends on its length alone."""
         shared = self._shared
         for i, offset in enumerate(offsets):
             if offset is None:
                 text = texts[i]
                 offset = shared.get(text)  # written just now for an earlier element
                 if offset is None:
-                    offset = shared[text] = self.CreateString(text)
+                    raw = text.encode()
+                    size = len(raw)
+                    total = (size + 8) & -4  # length word, bytes, terminating zero, padding
+                    while self.head < total:
+                        self._grow()
+                    head = self.head - total
+                    _UINT32.pack_into(self.Bytes, head, size)
+                    self.Bytes[head + 4:head + 4 + size] = raw  # the zeros are already there
+                    self.head = head
+                    offset = shared[text] = len(self.Bytes) - head
                 offsets[i] = offset
 
     def _string_vectors_table(self, layout: TableLayout, values: tuple[Any, ...],
@@ -403,64 +413,58 @@ class Builder:
                                             values, count, text_size)
         return tail
 
-    def Int32VectorTable(self, layout: TableLayout, values: Sequence[Any], at: int,
-                         ints: Sequence[int]) -> int:
-        """`Table(layout, values)` whose field `at` (a placeholder in `values`) is
-        a vector of the int32s `ints`, built right before it (`CreateInt32Vector`):
-        a tensor and its shape. Once the buffer is 4-aligned and the table's
-        vtable written, the vector and the table are one pack."""
+    def Int32VectorTable(self, layout: TableLayout, first: int, ints: Sequence[int],
+                         values: tuple[Any, ...]) -> int:
+        """A table whose first field is `first` (the offset of something built
+        before), its second a vector of the int32s `ints` built right before it
+        (`CreateInt32Vector`), then `values` (numbers, or offsets left out as 0):
+        a tensor, its name and shape. Once the buffer is 4-aligned and the
+        table's vtable written, the vector and the table are one pack
+        (`_VectorTablePlan`)."""
         head = self.head
-        data = self.Bytes
-        end = len(data)
-        if (head - end) & 3 or self.minalign < 4 or layout.align_mask != 3:
-            return self._int32_vector_table(layout, values, at, ints)
+        if (head - len(self.Bytes)) & 3 or self.minalign < 4 or first == 0:
+            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
         count = len(ints)
-        key = (layout, tuple(map(ne, values, layout.defaults)), count)
+        key = (layout, values, count)
         packed = self._vector_tables.get(key)
         if packed is None:
-            packed = self._vector_table_plan(key, at)
+            packed = self._vector_table_plan(key)
             if packed is None:
-                return self._int32_vector_table(layout, values, at, ints)
-        plan, packer, vtable = packed
-        if head < packer.size:
-            return self._int32_vector_table(layout, values, at, ints)
-        start = end - head + 4 * count + 4  # the vector, where the table starts
-        fields = list(values)
-        fields[at] = start
-        args = list(plan.present_values(fields))
-        for index, delta in plan.offsets:
-            if args[index] > start:
-                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-            args[index] = start + delta - args[index]
-        table_end = start + plan.size
+                return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        size = packed.size
+        if head < size:
+            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        start = len(self.Bytes) - head + 4 * count + 4  # the vector's, where the table starts
+        if first > start:
+            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
         try:
-            packer.pack_into(data, head - packer.size, vtable - table_end, *args, count, *ints)
+            packed.packer.pack_into(
+                self.Bytes, head - size,
+                *packed.order((packed.vtable_from_start - start,
+                               start + packed.first_from_start - first, *packed.constants)),
+                *ints)
         except struct.error:  # a value out of range: the general calls refuse it
-            return self._int32_vector_table(layout, values, at, ints)
-        self.head = head - packer.size
-        self._last_table = (start, plan)
-        return table_end
+            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        self.head = head - size
+        self._last_table = (start, packed.plan)
+        return start + packed.plan.size
 
-    def _int32_vector_table(self, layout: TableLayout, values: Sequence[Any], at: int,
-                            ints: Sequence[int]) -> int:
-        """`Int32VectorTable` by the general calls."""
-        fields = list(values)
-        fields[at] = self.CreateInt32Vector(ints)
-        return self.Table(layout, fields)
-
-    def _vector_table_plan(self, key: tuple[Any, ...],
-                           at: int) -> tuple[_TablePlan, struct.Struct, int] | None:
-        """`Int32VectorTable`'s plan, pack and vtable for `key`, once that vtable is
-        written (None until then)."""
-        layout, present, count = key
+    def _vector_table_plan(self, key: tuple[Any, ...]) -> _VectorTablePlan | None:
+        """`Int32VectorTable`'s pack for `key`, once its table's vtable is written
+        (None until then)."""
+        layout, values, count = key
+        if layout.align_mask != 3 or len(layout.fields) != len(values) + 2 or any(
+                packer is None and value != default
+                for (_, packer, default), value in zip(layout.fields[2:], values)):
+            return None  # not numbers only
+        present = (True, True, *map(ne, values, layout.defaults[2:]))
         plan = layout.plans[0].get(present)
-        if plan is None or not present[at] or plan.minalign > 4:
+        if plan is None or plan.minalign > 4:
             return None
         vtable = self._vtables.get(plan.vtable_key)
         if vtable is None:
             return None
-        packed = self._vector_tables[key] = (
-            plan, struct.Struct(plan.packer.format + f"I{count}i"), vtable)
+        packed = self._vector_tables[key] = _VectorTablePlan(plan, vtable, values, count)
         return packed
 
     def _table_by_fields(self, layout: TableLayout, values: Sequence[Any]) -> int:
@@ -745,6 +749,35 @@ class _TailPlan:
         self.packer = struct.Struct("<" + table_plan.packer.format[1:]
                                     + text_plan.packer.format[1:]
                                     + f"I{text_size}sI{count}I")
+        self.size = self.packer.size
+
+
+class _VectorTablePlan:
+    """What `Int32VectorTable` packs for one shape (the table's plan and number
+    fields, the vector's length): the table, then the vector. Positions are
+    fixed distances from `start`, the vector's offset and the table's start;
+    the packed values are put in order by `order` from (the vtable offset,
+    the first field, *`constants`)."""
+
+    __slots__ = ("constants", "first_from_start", "order", "packer", "plan", "size",
+                 "vtable_from_start")
+
+    def __init__(self, plan: _TablePlan, vtable: int, values: tuple[Any, ...],
+                 count: int) -> None:
+        self.plan = plan
+        self.vtable_from_start = vtable - plan.size
+        deltas = dict(plan.offsets)  # packed value -> its field's distance from the start
+        self.first_from_start = vector_field = 0
+        for at, index in enumerate(plan.indices):
+            if index == 0:
+                self.first_from_start = deltas[at]
+            elif index == 1:
+                vector_field = deltas[at]  # the vector starts where the table does
+        # Each packed table value's place in the tuple `order` reads: the first
+        # field (1), the vector (2), a value of `values` (3 on), then the count.
+        self.constants = (vector_field, *values, count)
+        self.order = itemgetter(0, *[1 + index for index in plan.indices], 3 + len(values))
+        self.packer = struct.Struct(plan.packer.format + f"I{count}i")
         self.size = self.packer.size
 
 
