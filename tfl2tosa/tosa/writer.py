@@ -300,6 +300,10 @@ class _Tensor:
         self.blob: _Blob | None = None  # encoded data, shared by a variable's copies
 
 
+# Ops whose results' data the file holds (a tensor's values, a shape's).
+_DATA_OPS = frozenset({"tosa.const", "tosa.const_shape"})
+
+
 class _Block:
     __slots__ = ("graph", "inputs", "outputs", "shapes", "tensors")
 
@@ -372,7 +376,25 @@ class _Serializer:
         block = _Block(graph, list(self.variables.values()))
         for value in graph.inputs:
             block.tensors.append(self._tensor(value))
+        names, used, of_value = self.names, self.names.used, self.names.of_value
+        tensors = block.tensors
         for op in graph.ops:
+            if op.name not in _DATA_OPS:
+                for value in op.results:
+                    if value.type.__class__ is TensorType:  # most: `_tensor` inline
+                        name = value.name
+                        if not name or name in used:
+                            name = names.fresh(name)
+                        else:
+                            used.add(name)
+                        of_value[id(value)] = name
+                        tensors.append(_Tensor(name, value.type))
+                        continue
+                    if isinstance(value.type, ShapeType):
+                        raise IRError(f"{op.name}: shape values other than tosa.const_shape "
+                                      "results cannot be serialized")
+                    tensors.append(self._tensor(value))
+                continue
             for value in op.results:
                 if op.name == "tosa.const_shape":
                     block.shapes.append((self.names.define(value),
