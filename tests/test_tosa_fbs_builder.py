@@ -9,6 +9,8 @@ writer builds many times (tensor, operator, location, attributes) with
 
 from __future__ import annotations
 
+import struct
+
 import flatbuffers
 import numpy as np
 import pytest
@@ -59,13 +61,15 @@ def _table_vector(b, tables: list[int], ours: bool) -> int:
 
 
 def _tensor(b, spec, ours: bool) -> int:
+    # Ours builds the shape vector with its table (`Int32VectorTable`), packed
+    # with it when the table's other fields are numbers (no data).
     name, shape, dtype, variable, data = spec
     name_offset = b.CreateSharedString(name)
-    shape_offset = (b.CreateInt32Vector(shape) if ours
-                    else b.CreateNumpyVector(np.asarray(shape, dtype="<i4")))
-    data_offset = (b.CreateByteVector(data, 8) if ours else _flatbuffers_bytes(b, data, 8))
+    data_offset = (0 if not data else b.CreateByteVector(data, 8) if ours
+                   else _flatbuffers_bytes(b, data, 8))
     if ours:
-        return b.Table(TENSOR, (name_offset, shape_offset, dtype, data_offset, variable))
+        return b.Int32VectorTable(TENSOR, name_offset, shape, (dtype, data_offset, variable))
+    shape_offset = b.CreateNumpyVector(np.asarray(shape, dtype="<i4"))
     fb.TosaTensorStart(b)
     fb.TosaTensorAddName(b, name_offset)
     fb.TosaTensorAddShape(b, shape_offset)
@@ -84,23 +88,26 @@ def _flatbuffers_bytes(b, raw: bytes, alignment: int) -> int:
 
 def _operator(b, spec, ours: bool) -> int:
     # The writer's order: attribute tables, then inputs, outputs and location.
+    # Ours gives a table of numbers only (concat's) as the operator's child.
     op, inputs, outputs, loc, perms_, axis, is_concat = spec
     perms = (b.CreateInt32Vector(perms_) if ours
              else b.CreateNumpyVector(np.asarray(perms_, dtype="<i4")))
     attribute_type = (fb.Attribute.ConcatAttribute if is_concat
                       else fb.Attribute.TransposeAttribute)
     if ours:
-        concat = b.Table(CONCAT, (axis,))
         transpose = b.Table(TRANSPOSE, (perms,))
-        return b.StringVectorsTable(OPERATOR, (op, attribute_type,
-                                               concat if is_concat else transpose),
+        if is_concat:
+            return b.StringVectorsTable(OPERATOR, (op, attribute_type), (CONCAT, (axis,)),
+                                        (inputs, outputs), LOCATION, loc)
+        b.Table(CONCAT, (axis,))
+        return b.StringVectorsTable(OPERATOR, (op, attribute_type), transpose,
                                     (inputs, outputs), LOCATION, loc)
-    fb.ConcatAttributeStart(b)
-    fb.ConcatAttributeAddAxis(b, axis)
-    concat = fb.ConcatAttributeEnd(b)
     fb.TransposeAttributeStart(b)
     fb.TransposeAttributeAddPerms(b, perms)
     transpose = fb.TransposeAttributeEnd(b)
+    fb.ConcatAttributeStart(b)
+    fb.ConcatAttributeAddAxis(b, axis)
+    concat = fb.ConcatAttributeEnd(b)
     return _flatbuffers_operator(b, op, attribute_type, concat if is_concat else transpose,
                                  inputs, outputs, loc)
 
@@ -176,6 +183,16 @@ def test_out_of_range_scalar_in_a_table_is_flatbuffers_type_error():
         Builder().Table(CONCAT, (2 ** 31,))
 
 
+@pytest.mark.parametrize("tables_before", [0, 2])
+def test_out_of_range_shape_is_a_struct_error(tables_before):
+    # The first table of its layout takes the general calls, later ones one pack.
+    b = Builder()
+    for _ in range(tables_before):
+        b.Int32VectorTable(TENSOR, b.CreateString("t"), [1, 2], (3, 0, False))
+    with pytest.raises(struct.error):
+        b.Int32VectorTable(TENSOR, b.CreateString("t"), [1, 2 ** 31], (3, 0, False))
+
+
 def test_offset_to_unbuilt_data_is_refused():
     b = Builder()
     with pytest.raises(OffsetArithmeticError):
@@ -189,7 +206,7 @@ def test_operator_first_in_a_fresh_buffer(loc):
     # Nothing 4-aligned written yet: the fused operator takes the general calls.
     def build(b, ours: bool) -> bytes:
         if ours:
-            root = b.StringVectorsTable(OPERATOR, (7, 0, 0), (["x", "y"], ["z"]), LOCATION, loc)
+            root = b.StringVectorsTable(OPERATOR, (7, 0), 0, (["x", "y"], ["z"]), LOCATION, loc)
         else:
             root = _flatbuffers_operator(b, 7, 0, 0, ["x", "y"], ["z"], loc)
         b.Finish(root, file_identifier=b"TOSA")

@@ -139,16 +139,17 @@ class Graph:
     def unique_name(self, base: str) -> str:
         """`base` if unused in this graph, else `base_1`, `base_2`, ..."""
         base = base or "t"
-        if base not in self._names:
-            self._names.add(base)
+        names = self._names
+        if base not in names:
+            names.add(base)
             return base
-        n = self._last_suffix.get(base, 0)
-        name = base
-        while name in self._names:
+        n = self._last_suffix.get(base, 0) + 1
+        name = f"{base}_{n}"
+        while name in names:
             n += 1
             name = f"{base}_{n}"
         self._last_suffix[base] = n
-        self._names.add(name)
+        names.add(name)
         return name
 
     def add_input(self, name: str, type: Type) -> Value:

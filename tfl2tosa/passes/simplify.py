@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tfl2tosa.ir.core import SIDE_EFFECT_OPS, Graph, Module, Op, Value
+from tfl2tosa.ir.core import SIDE_EFFECT_OPS, Graph, Module, Op
 from tfl2tosa.ir.rewrite import Pattern, rewrite_module
 
 # Modules whose import registers canonicalization patterns.
@@ -264,9 +264,9 @@ def cse_graph(graph: Graph) -> int:
 
     Each op merges into the op met before it that computes the same (there is
     at most one: of two such earlier ops the later merged into the first). An
-    op with operands finds it among the users of one of its operands, so only
-    ops that share every operand have their keys built; ops without operands
-    are looked up by key.
+    op with operands finds it among the kept ops of its name and operands (by
+    identity), so only ops that share every operand have their keys built;
+    ops without operands are looked up by key.
     """
     # Ops without operands: key -> the first op kept with it, and (key, result
     # types) -> the first kept with those types where they differ from its. A
@@ -275,8 +275,10 @@ def cse_graph(graph: Graph) -> int:
     # one op, whose types are never hashed).
     constants: dict[Hashable, Op] = {}
     sampled: dict[Hashable, Op | dict[Hashable, list[Op]]] = {}
-    # Pure ops with operands met so far and kept: the only ones an op can merge into.
-    met: set[int] = set()
+    # Pure ops with operands kept so far, by (name, id of each operand): the
+    # only ops an op can merge into; a list where several differ otherwise.
+    # Every operand is alive as long as the graph's ops are, so no id is reused.
+    kept_by_operands: dict[tuple[Any, ...], Op | list[Op]] = {}
     kept: list[Op] = []
     removed = 0
     for op in graph.ops:
@@ -284,11 +286,14 @@ def cse_graph(graph: Graph) -> int:
         if is_pure(op):
             operands = op.operands
             if operands:
-                # A twin shares every operand: none where one has no other user.
-                if len(operands[0].uses) > 1:
-                    first = _earlier_twin(op, operands, met)
-                if first is None:
-                    met.add(id(op))
+                key = (op.name, *map(id, operands))
+                group = kept_by_operands.setdefault(key, op)
+                if group is not op:
+                    first = _earlier_twin(op, group)
+                    if first is None:
+                        if group.__class__ is Op:
+                            group = kept_by_operands[key] = [group]
+                        group.append(op)  # type: ignore[union-attr]
             else:
                 first = _earlier_constant(op, constants, sampled)
         if first is None:
@@ -302,30 +307,13 @@ def cse_graph(graph: Graph) -> int:
     return removed
 
 
-def _earlier_twin(op: Op, operands: list[Value], met: set[int]) -> Op | None:
-    """The kept op met before `op` that computes the same, if any: it is among
-    the users of each operand at that operand's index; those of the operand
-    with the fewest users are searched."""
-    at, uses = 0, operands[0].uses
-    for index in range(1, len(operands)):
-        other = operands[index].uses
-        if len(other) < len(uses):
-            at, uses = index, other
-    if len(uses) == 1:
-        return None
-    name, count = op.name, len(operands)
-    entry: tuple[Hashable, bool] | None | bool = False  # not built yet
-    for user, index in uses:
-        if index != at or user is op or user.name != name or id(user) not in met:
-            continue
-        user_operands = user.operands
-        if len(user_operands) != count or any(
-                a is not b for a, b in zip(user_operands, operands)):
-            continue
-        if entry is False:
-            entry = _cse_key(op)
-        if _twin(op, entry, user):  # type: ignore[arg-type]
-            return user
+def _earlier_twin(op: Op, group: Op | list[Op]) -> Op | None:
+    """The op of `group` (kept ops of `op`'s name and operands, met before it)
+    that computes the same, if any."""
+    entry = _cse_key(op)
+    for other in (group,) if group.__class__ is Op else group:  # type: ignore[union-attr]
+        if _twin(op, entry, other):  # type: ignore[arg-type]
+            return other
     return None
 
 

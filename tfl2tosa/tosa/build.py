@@ -479,6 +479,21 @@ def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
 _SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
 
 
+# (shape, plain element type) -> the one TensorType of them elementwise results
+# share: equal types held as one object compare by identity (in CSE's and the
+# verifier's keys) and hash once.
+_RESULT_TYPES: BoundedMemo = BoundedMemo()
+
+
+def _result_type(shape: tuple[int, ...], element: ElementType) -> TensorType:
+    if element.__class__ is not ScalarType:  # a quantized type is made as asked
+        return TensorType(shape, element)
+    result = _RESULT_TYPES.get((shape, element))
+    if result is None:
+        result = _RESULT_TYPES.keep((shape, element), TensorType(shape, element))
+    return result
+
+
 class Elementwise:
     """Builds elementwise TOSA ops at one rank.
 
@@ -543,7 +558,7 @@ class Elementwise:
                     break
         if shape is not None and len(shape) == self.rank:
             return first if first.shape == shape and first.element == element \
-                else TensorType(shape, element)
+                else _result_type(shape, element)
         return TensorType(broadcast_shape(*(_tensor_type(v).shape for v in values)), element)
 
     def binary(self, name: str, a: Value, b: Value | float, elem: ElementType | None = None,

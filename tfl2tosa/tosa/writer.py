@@ -238,13 +238,15 @@ class _AttributePlan:
     stored attributes and layout."""
 
     __slots__ = ("absent_values", "attrs", "fbs_op", "fields", "layout", "names",
-                 "numbers_only", "table", "union_type")
+                 "numbers_only", "operator_fields", "empty_table", "table", "union_type")
 
     def __init__(self, fbs_op: int, table: str, union_type: int,
                  attrs: tuple[tosa_ops.Attr, ...], layout: TableLayout) -> None:
         self.fbs_op = fbs_op          # the op's value in the `Op` enum
         self.table = table            # the attribute table's name, e.g. "Conv2dAttribute"
         self.union_type = union_type  # its value in the `Attribute` union
+        self.operator_fields = (fbs_op, union_type)  # an operator table's first fields
+        self.empty_table = (layout, ())  # its attribute table when it has no fields
         self.attrs = attrs            # the attributes stored in the table, in field order
         self.layout = layout          # their fields, in the same order
         # per attribute: (it, its name, its value when absent, its field's default,
@@ -296,6 +298,10 @@ class _Tensor:
         self.data = data
         self.variable_name = variable_name
         self.blob: _Blob | None = None  # encoded data, shared by a variable's copies
+
+
+# Ops whose results' data the file holds (a tensor's values, a shape's).
+_DATA_OPS = frozenset({"tosa.const", "tosa.const_shape"})
 
 
 class _Block:
@@ -370,7 +376,25 @@ class _Serializer:
         block = _Block(graph, list(self.variables.values()))
         for value in graph.inputs:
             block.tensors.append(self._tensor(value))
+        names, used, of_value = self.names, self.names.used, self.names.of_value
+        tensors = block.tensors
         for op in graph.ops:
+            if op.name not in _DATA_OPS:
+                for value in op.results:
+                    if value.type.__class__ is TensorType:  # most: `_tensor` inline
+                        name = value.name
+                        if not name or name in used:
+                            name = names.fresh(name)
+                        else:
+                            used.add(name)
+                        of_value[id(value)] = name
+                        tensors.append(_Tensor(name, value.type))
+                        continue
+                    if isinstance(value.type, ShapeType):
+                        raise IRError(f"{op.name}: shape values other than tosa.const_shape "
+                                      "results cannot be serialized")
+                    tensors.append(self._tensor(value))
+                continue
             for value in op.results:
                 if op.name == "tosa.const_shape":
                     block.shapes.append((self.names.define(value),
@@ -430,6 +454,25 @@ class _Serializer:
         return fb.TosaRegionEnd(b)
 
     def _tensor_table(self, tensor: _Tensor) -> int:
+        # The element types of a module are few and live as long as it does:
+        # its first tensor of each, or a variable's, takes the steps below.
+        dtype = self.dtypes.get(id(tensor.type.element))
+        if dtype is None or tensor.variable_name is not None:
+            return self._tensor_table_by_steps(tensor)
+        b = self.builder
+        dims = tensor.type.shape
+        name = b.CreateSharedString(tensor.name)
+        data = _NO_DATA if tensor.data is None else _DATA
+        try:  # the shape vector and the table in one
+            offset = b.Int32VectorTable(_TENSOR, name, () if dims is None else dims,
+                                        (dtype, data, False, 0, dims is None))
+        except struct.error:
+            self._refuse_shape(tensor)
+            raise
+        self._add_blob(tensor)
+        return offset
+
+    def _tensor_table_by_steps(self, tensor: _Tensor) -> int:
         b = self.builder
         tensor_type = tensor.type
         dims = tensor_type.shape
@@ -438,9 +481,7 @@ class _Serializer:
         try:
             shape = b.CreateInt32Vector(dims if ranked else ())
         except struct.error:
-            if min(dims) < -(1 << 31) or max(dims) >= 1 << 31:
-                raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit "
-                              "int32") from None
+            self._refuse_shape(tensor)
             raise
         variable_name = (b.CreateSharedString(tensor.variable_name)
                          if tensor.variable_name is not None else 0)
@@ -448,16 +489,31 @@ class _Serializer:
             self._check_data_size(tensor)
             tensor.blob = _Blob(encode_data(tensor.data, tensor_type.element))
             self.blobs.append(tensor.blob)
-        # The element types of a module are few and live as long as it does.
         dtype = self.dtypes.get(id(tensor_type.element))
         if dtype is None:
             dtype = self.dtypes[id(tensor_type.element)] = dtype_of(tensor_type.element)
         offset = b.Table(_TENSOR, (name, shape, dtype,
                                    _NO_DATA if tensor.blob is None else _DATA,
                                    bool(variable_name), variable_name, not ranked))
-        if tensor.blob is not None:
-            tensor.blob.fields_from_end.append(b.FieldOffset(_TENSOR_DATA_SLOT))
+        self._add_blob(tensor)
         return offset
+
+    @staticmethod
+    def _refuse_shape(tensor: _Tensor) -> None:
+        dims = tensor.type.shape
+        if dims and (min(dims) < -(1 << 31) or max(dims) >= 1 << 31):
+            raise IRError(f"tensor {tensor.name!r}: shape {list(dims)} does not fit "
+                          "int32") from None
+
+    def _add_blob(self, tensor: _Tensor) -> None:
+        """Encode the tensor's data (once) and mark the data field of the table
+        just written as one to point at it."""
+        if tensor.data is not None and tensor.blob is None:
+            self._check_data_size(tensor)
+            tensor.blob = _Blob(encode_data(tensor.data, tensor.type.element))
+            self.blobs.append(tensor.blob)
+        if tensor.blob is not None:
+            tensor.blob.fields_from_end.append(self.builder.FieldOffset(_TENSOR_DATA_SLOT))
 
     @staticmethod
     def _check_data_size(tensor: _Tensor) -> None:
@@ -492,11 +548,14 @@ class _Serializer:
             outputs = list(map(name_of, map(id, op.results)))
         except KeyError:
             return self._checked_operator(op)
-        attribute_table = (self._attribute_table(op, plan) if plan.fields
-                           else self.builder.Table(plan.layout, ()))
-        return self.builder.StringVectorsTable(
-            _OPERATOR, (plan.fbs_op, plan.union_type, attribute_table), (inputs, outputs),
-            _LOCATION, op.loc)
+        if not plan.fields:
+            child: int | tuple[TableLayout, tuple[Any, ...]] = plan.empty_table
+        else:
+            values = self._number_fields(op, plan) if plan.numbers_only else None
+            child = ((plan.layout, values) if values is not None
+                     else self._attribute_table(op, plan))
+        return self.builder.StringVectorsTable(_OPERATOR, plan.operator_fields, child,
+                                               (inputs, outputs), _LOCATION, op.loc)
 
     def _checked_operator(self, op: Op) -> int:
         """An operator whose kind, operands or names are checked one by one."""
@@ -517,7 +576,7 @@ class _Serializer:
 
     def _operator_table(self, fbs_op: int, attr_type: int, attr_table: int,
                         inputs: list[str], outputs: list[str], loc: str) -> int:
-        return self.builder.StringVectorsTable(_OPERATOR, (fbs_op, attr_type, attr_table),
+        return self.builder.StringVectorsTable(_OPERATOR, (fbs_op, attr_type), attr_table,
                                                (inputs, outputs), _LOCATION, loc)
 
     def _variable_access(self, op: Op) -> tuple[int, int, int, list[str], list[str]]:
@@ -535,20 +594,27 @@ class _Serializer:
         return (identity.fbs_op, getattr(fb.Attribute, identity.fbs_attr), table,
                 inputs, outputs)
 
+    def _number_fields(self, op: Op, plan: _AttributePlan) -> tuple[Any, ...] | None:
+        """The field values of a numbers-only attribute table, kept per distinct
+        attribute values; None for a value that cannot be kept (unhashable).
+
+        Values that compare equal give the same fields (True, 1 and 1.0 all
+        write 1); a value that cannot be written is refused by the field by
+        field path and never kept."""
+        key = (plan, tuple(map(op.attrs.get, plan.names, plan.absent_values)))
+        try:
+            values = self.number_fields.get(key)
+        except TypeError:
+            return None
+        if values is None:
+            values = self.number_fields[key] = tuple(self._attribute_values(op, plan))
+        return values
+
     def _attribute_table(self, op: Op, plan: _AttributePlan) -> int:
-        if plan.numbers_only:
-            # Values that compare equal give the same fields (True, 1 and 1.0 all
-            # write 1); a value that cannot be written is refused by the field
-            # by field path and never kept.
-            key = (plan, tuple(map(op.attrs.get, plan.names, plan.absent_values)))
-            try:
-                values = self.number_fields.get(key)
-            except TypeError:  # an unhashable value: written (or refused) field by field
-                return self.builder.Table(plan.layout, self._attribute_values(op, plan))
-            if values is None:
-                values = self.number_fields[key] = tuple(self._attribute_values(op, plan))
-            return self.builder.Table(plan.layout, values)
-        return self.builder.Table(plan.layout, self._attribute_values(op, plan))
+        values = self._number_fields(op, plan) if plan.numbers_only else None
+        if values is None:
+            values = self._attribute_values(op, plan)
+        return self.builder.Table(plan.layout, values)
 
     def _attribute_values(self, op: Op, plan: _AttributePlan) -> list[Any]:
         # Children (vectors, strings) must be built before the table is started.

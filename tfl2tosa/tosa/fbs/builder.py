@@ -16,7 +16,8 @@ a `TableLayout` read once from the generated `<Table>Start` and
 present and the start's alignment fix a table's padding, field positions and
 vtable, so each such combination is worked out once (`_TablePlan`) and its
 tables are then one struct pack each. `StringVectorsTable` writes an operator
-(its input and output name vectors, location and table) in one call.
+(its attribute table, input and output name vectors, location and table) in
+one call, mostly in two packs; `Int32VectorTable` a tensor and its shape in one.
 
 The layout rules followed (see flatbuffers' python/flatbuffers/builder.py):
 the buffer grows downwards from its end, offsets are distances from the end,
@@ -78,6 +79,12 @@ class Builder:
         self._vector_length = 0
         self._shared: dict[str, int] = {}
         self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
+        # `StringVectorsTable`'s packs: its tails by shape, its children by
+        # (layout, values)
+        self._tails: dict[tuple[Any, ...], _TailPlan] = {}
+        self._children: dict[tuple[Any, ...], _ChildPlan] = {}
+        # `Int32VectorTable`'s packs by (layout, values, length)
+        self._vector_tables: dict[tuple[Any, ...], _VectorTablePlan] = {}
 
     # -- positions and space
 
@@ -242,87 +249,223 @@ class Builder:
         self._last_table = (start, plan)
         return object_offset
 
-    def StringVectorsTable(self, layout: TableLayout, values: Sequence[Any],
+    def StringVectorsTable(self, layout: TableLayout, values: tuple[Any, ...],
+                           child: int | tuple[TableLayout, tuple[Any, ...]],
                            string_lists: Sequence[Sequence[str]],
                            text_layout: TableLayout, text: str) -> int:
-        """A table whose fields are `values`, then one vector of shared strings per
-        list in `string_lists`, then (if `text` is not empty) a table of
-        `text_layout` holding `text` as its one string; else that field is 0.
+        """A table whose fields are `values` (numbers), then `child`, then one
+        vector of shared strings per list in `string_lists`, then (if `text` is
+        not empty) a table of `text_layout` holding `text` as its one string;
+        else that field is 0. `child` is the offset of a table built before, or
+        a table's (layout, values) to build here first: a TOSA operator, its
+        attribute table, inputs, outputs and location.
 
-        The same bytes as `CreateSharedStringVector` per list, `CreateString` and
-        `Table` twice (a TOSA operator: its inputs, outputs and location). Each
-        of these leaves the buffer 4-aligned, so once it is, a string's padding
-        depends only on its length and a vector needs none: the strings met
-        for the first time and the vectors are written here in one pass."""
+        The same bytes as `Table` for the child, `CreateSharedStringVector` per
+        list, `CreateString` and `Table` twice. Each of these leaves the buffer
+        4-aligned, so once it is, the pieces follow one another without padding
+        but the strings': in the usual operator (a child of numbers only, two
+        lists, a text), the child and the first vector are one pack
+        (`_ChildPlan`), the strings of the last list met for the first time
+        follow, then the last vector, the text, its table and the table are one
+        pack (`_TailPlan`)."""
+        if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
+                or len(string_lists) != 2 or child == 0:
+            return self._string_vectors_table(layout, values, child, string_lists,
+                                              text_layout, text)
+        first, last = string_lists
         shared = self._shared
-        data = self.Bytes
-        head = self.head
-        end = len(data)
-        if (head - end) & 3 or self.minalign < 4:  # not yet 4-aligned: the general calls
-            fields = list(values) + [self.CreateSharedStringVector(texts)
-                                     for texts in string_lists]
-            fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
-            return self.Table(layout, fields)
-        fields = list(values)
-        for texts in string_lists:
-            offsets = []
-            for name in texts:
-                offset = shared.get(name)
-                if offset is None:  # its first use: the string goes before the vector
-                    raw = name.encode()
-                    size = len(raw)
-                    pad = (head - end - size - 1) & 3
-                    while head < pad + size + 5:
-                        self.head = head
-                        self._grow()
-                        data, head = self.Bytes, self.head
-                        end = len(data)
-                    head -= pad + size + 1  # the terminating zero is already there
-                    data[head:head + size] = raw
-                    head -= 4
-                    _UINT32.pack_into(data, head, size)
-                    offset = shared[name] = end - head
-                offsets.append(offset)
+        offsets = list(map(shared.get, first))
+        packed = None
+        if child.__class__ is tuple:
+            try:
+                packed = self._children.get(child)
+            except TypeError:  # not hashable: not numbers only
+                pass
+            if packed is None:
+                packed = self._child_plan(*child)  # type: ignore[misc]
+        if packed is not None and None not in offsets:
             count = len(offsets)
-            while head < 4 * count + 4:
-                self.head = head
+            packer = packed.packers.get(count)
+            if packer is None:
+                packer = packed.packers[count] = struct.Struct(
+                    f"<I{count}Ii{len(packed.fields)}s")
+            while self.head < packer.size:
                 self._grow()
-                data, head = self.Bytes, self.head
-                end = len(data)
-            top = end - head + 4 * count  # element i is `top - 4 * i` from the end
-            head -= 4 * count + 4
-            _vector_packer("I", count).pack_into(
-                data, head, count, *map(sub, range(top, top - 4 * count, -4), offsets))
-            fields.append(end - head)
-        self.head = head
-        fields.append(self._text_table(text_layout, text) if text else 0)
-        return self.Table(layout, fields)
-
-    def _text_table(self, layout: TableLayout, text: str) -> int:
-        """`Table(layout, (CreateString(text),))` for a table of one string field,
-        the buffer 4-aligned. The string's length word is then 4-aligned too, so
-        the table right below it always has the plan of a 4-aligned start; once
-        that plan's vtable is written, the string and the table go in together."""
-        plan = layout.plans[0].get(_ONE_FIELD)
-        vtable = self._plan_vtables.get(plan) if plan is not None else None
+            head = self.head
+            child_offset = len(self.Bytes) - head + packed.size
+            top = child_offset + 4 * count  # element i is `top - 4 * i` from the end
+            head -= packer.size
+            packer.pack_into(self.Bytes, head, count,
+                             *map(sub, range(top, top - 4 * count, -4), offsets),
+                             packed.vtable - child_offset, packed.fields)
+            self.head = head
+            first_vector = top + 4
+        else:
+            child_offset = self.Table(*child) if child.__class__ is tuple else child  # type: ignore[misc]
+            if None in offsets:
+                offsets = list(map(self.CreateSharedString, first))
+            first_vector = self.CreateOffsetVector(offsets)
+        offsets = list(map(shared.get, last))
+        if None in offsets:
+            self._add_shared_strings(last, offsets)
         raw = text.encode()
         size = len(raw)
-        data = self.Bytes
+        count = len(offsets)
+        key = (layout, values, text_layout, count, (size + 4) & -4)
+        tail = self._tails.get(key)
+        if tail is None:
+            tail = self._tail_plan(key)
+            if tail is None:  # a vtable not yet written: the general calls write it
+                return self.Table(layout, (*values, child_offset, first_vector,
+                                           self.CreateOffsetVector(offsets),
+                                           self.Table(text_layout, (self.CreateString(text),))))
+        while self.head < tail.size:
+            self._grow()
         head = self.head
-        end = len(data)
-        pad = (head - end - size - 1) & 3
-        if vtable is None or head < pad + size + 5 + plan.size:
-            return self.Table(layout, (self.CreateString(text),))
-        head -= pad + size + 1  # the terminating zero is already there
-        data[head:head + size] = raw
-        head -= 4
-        _UINT32.pack_into(data, head, size)
-        start = end - head  # the string, and where the table starts
-        ((_, field_end),) = plan.offsets
-        plan.packer.pack_into(data, head - plan.size, vtable - start - plan.size, field_end)
-        self.head = head - plan.size
-        self._last_table = (start, plan)
-        return start + plan.size
+        top = len(self.Bytes) - head + 4 * count  # the last vector's element i is `top - 4 * i`
+        if child_offset > top + tail.text_table_from_top:  # not yet built
+            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+        tail.packer.pack_into(
+            self.Bytes, head - tail.size,
+            *tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
+                         top + tail.first_vector_from_top - first_vector,
+                         tail.text_vtable_from_top - top, size, raw, *tail.constants)),
+            *map(sub, range(top, top - 4 * count, -4), offsets))
+        self.head = head - tail.size
+        self._last_table = (top + tail.text_table_from_top, tail.table_plan)
+        return top + tail.table_end_from_top
+
+    def _add_shared_strings(self, texts: Sequence[str], offsets: list[int | None]) -> None:
+        """Write the strings of `texts` whose `offsets` are None (not yet written:
+        `CreateSharedString`), in order, and fill in their offsets. The buffer
+        is 4-aligned: a string's padding depends on its length alone."""
+        shared = self._shared
+        for i, offset in enumerate(offsets):
+            if offset is None:
+                text = texts[i]
+                offset = shared.get(text)  # written just now for an earlier element
+                if offset is None:
+                    raw = text.encode()
+                    size = len(raw)
+                    total = (size + 8) & -4  # length word, bytes, terminating zero, padding
+                    while self.head < total:
+                        self._grow()
+                    head = self.head - total
+                    _UINT32.pack_into(self.Bytes, head, size)
+                    self.Bytes[head + 4:head + 4 + size] = raw  # the zeros are already there
+                    self.head = head
+                    offset = shared[text] = len(self.Bytes) - head
+                offsets[i] = offset
+
+    def _string_vectors_table(self, layout: TableLayout, values: tuple[Any, ...],
+                              child: int | tuple[TableLayout, tuple[Any, ...]],
+                              string_lists: Sequence[Sequence[str]],
+                              text_layout: TableLayout, text: str) -> int:
+        """`StringVectorsTable` by the general calls."""
+        fields = list(values)
+        fields.append(self.Table(*child) if child.__class__ is tuple else child)  # type: ignore[misc]
+        fields += [self.CreateSharedStringVector(texts) for texts in string_lists]
+        fields.append(self.Table(text_layout, (self.CreateString(text),)) if text else 0)
+        return self.Table(layout, fields)
+
+    def _child_plan(self, layout: TableLayout, values: tuple[Any, ...]) -> _ChildPlan | None:
+        """The packed bytes of a table of numbers only, its vtable already written
+        and its start 4-aligned; None where that does not hold (yet)."""
+        if layout.align_mask != 3:
+            return None
+        present = tuple(map(ne, values, layout.defaults))
+        plan = layout.plans[0].get(present)
+        if plan is None or plan.offsets:
+            return None
+        vtable = self._vtables.get(plan.vtable_key)
+        if vtable is None:
+            return None
+        try:
+            fields = plan.packer.pack(0, *plan.present_values(values))[4:]
+        except struct.error:  # out of its fields' range: `Table` says which
+            return None
+        try:
+            child = self._children[layout, values] = _ChildPlan(plan.size, fields, vtable)
+        except TypeError:
+            return None
+        return child
+
+    def _tail_plan(self, key: tuple[Any, ...]) -> _TailPlan | None:
+        """The tail `StringVectorsTable` packs for `key`, made once both its tables'
+        vtables are written (None until then)."""
+        layout, values, text_layout, count, text_size = key
+        if layout.align_mask != 3 or text_layout.align_mask != 3 \
+                or len(text_layout.fields) != 1 or len(layout.fields) != len(values) + 4:
+            return None
+        present = tuple(map(ne, values, layout.defaults)) + (True,) * 4
+        table_plan = layout.plans[0].get(present)
+        if table_plan is None:
+            table_plan = layout.plans[0][present] = _TablePlan(layout, present, 0)
+        text_plan = text_layout.plans[0].get(_ONE_FIELD)
+        if text_plan is None:
+            text_plan = text_layout.plans[0][_ONE_FIELD] = _TablePlan(text_layout, _ONE_FIELD, 0)
+        table_vtable = self._vtables.get(table_plan.vtable_key)
+        text_vtable = self._vtables.get(text_plan.vtable_key)
+        if table_vtable is None or text_vtable is None or len(text_plan.offsets) != 1 \
+                or table_plan.minalign > 4:
+            return None
+        tail = self._tails[key] = _TailPlan(table_plan, table_vtable, text_plan, text_vtable,
+                                            values, count, text_size)
+        return tail
+
+    def Int32VectorTable(self, layout: TableLayout, first: int, ints: Sequence[int],
+                         values: tuple[Any, ...]) -> int:
+        """A table whose first field is `first` (the offset of something built
+        before), its second a vector of the int32s `ints` built right before it
+        (`CreateInt32Vector`), then `values` (numbers, or offsets left out as 0):
+        a tensor, its name and shape. Once the buffer is 4-aligned and the
+        table's vtable written, the vector and the table are one pack
+        (`_VectorTablePlan`)."""
+        head = self.head
+        if (head - len(self.Bytes)) & 3 or self.minalign < 4 or first == 0:
+            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        count = len(ints)
+        key = (layout, values, count)
+        packed = self._vector_tables.get(key)
+        if packed is None:
+            packed = self._vector_table_plan(key)
+            if packed is None:
+                return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        size = packed.size
+        if head < size:
+            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        start = len(self.Bytes) - head + 4 * count + 4  # the vector's, where the table starts
+        if first > start:
+            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+        try:
+            packed.packer.pack_into(
+                self.Bytes, head - size,
+                *packed.order((packed.vtable_from_start - start,
+                               start + packed.first_from_start - first, *packed.constants)),
+                *ints)
+        except struct.error:  # a value out of range: the general calls refuse it
+            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
+        self.head = head - size
+        self._last_table = (start, packed.plan)
+        return start + packed.plan.size
+
+    def _vector_table_plan(self, key: tuple[Any, ...]) -> _VectorTablePlan | None:
+        """`Int32VectorTable`'s pack for `key`, once its table's vtable is written
+        (None until then)."""
+        layout, values, count = key
+        if layout.align_mask != 3 or len(layout.fields) != len(values) + 2 or any(
+                packer is None and value != default
+                for (_, packer, default), value in zip(layout.fields[2:], values)):
+            return None  # not numbers only
+        present = (True, True, *map(ne, values, layout.defaults[2:]))
+        plan = layout.plans[0].get(present)
+        if plan is None or plan.minalign > 4:
+            return None
+        vtable = self._vtables.get(plan.vtable_key)
+        if vtable is None:
+            return None
+        packed = self._vector_tables[key] = _VectorTablePlan(plan, vtable, values, count)
+        return packed
 
     def _table_by_fields(self, layout: TableLayout, values: Sequence[Any]) -> int:
         """`Table` field by field, as the generated functions write it."""
@@ -492,8 +635,8 @@ class _TablePlan:
     values go in it, and the vtable it needs, all worked out once by following
     `Prep` and `EndObject` from a start position with that alignment."""
 
-    __slots__ = ("field_ends", "minalign", "offsets", "packer", "present_values", "size",
-                 "vtable_key")
+    __slots__ = ("field_ends", "indices", "minalign", "offsets", "packer", "present_values",
+                 "size", "vtable_key")
 
     def __init__(self, layout: TableLayout, present: tuple[bool, ...], residue: int) -> None:
         pos = residue  # a stand-in start: only its alignment matters
@@ -533,12 +676,109 @@ class _TablePlan:
         if cursor != residue:
             fmt.append(f"{cursor - residue}x")
         self.packer = struct.Struct("".join(fmt))
+        self.indices = tuple(indices)  # the index in `values` of each packed value
         # values -> the present ones, in the packer's order (itemgetter of one
         # index returns the value alone)
         self.present_values: Callable[[Sequence[Any]], Sequence[Any]] = (
             itemgetter(*indices) if len(indices) > 1
             else (lambda values, at=indices[0]: (values[at],)) if indices
             else (lambda values: ()))
+
+
+class _ChildPlan:
+    """A table of numbers only, as `StringVectorsTable` packs it below its first
+    vector: its size, its fields' bytes and its vtable."""
+
+    __slots__ = ("fields", "packers", "size", "vtable")
+
+    def __init__(self, size: int, fields: bytes, vtable: int) -> None:
+        self.size = size
+        self.fields = fields
+        self.vtable = vtable
+        # the length of the vector packed with it -> the struct of both
+        self.packers: dict[int, struct.Struct] = {}
+
+
+class _TailPlan:
+    """What `StringVectorsTable` packs in one go for one shape (its table's plan
+    and number fields, the last vector's length, the text's padded size): from
+    the lowest address up, the table, the text's table, the text and the last
+    vector of strings. Every position in it is a fixed distance from `top`,
+    the last vector's first element; the packed values are put in order by
+    `order` from (the table's vtable offset, its child field, its first
+    vector field, the text table's vtable offset, the text's length, the text,
+    *`constants`)."""
+
+    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "order", "packer",
+                 "size", "table_end_from_top", "table_plan", "text_table_from_top",
+                 "text_vtable_from_top", "vtable_from_top")
+
+    def __init__(self, table_plan: _TablePlan, table_vtable: int, text_plan: _TablePlan,
+                 text_vtable: int, values: tuple[Any, ...], count: int, text_size: int) -> None:
+        self.table_plan = table_plan
+        # Above `top`: the vector's length word, the text's length word, bytes,
+        # terminating zero and padding, then the text table (where the table starts).
+        text_from_top = 4 + 4 + text_size
+        text_table = self.text_table_from_top = text_from_top + text_plan.size
+        self.table_end_from_top = text_table + table_plan.size
+        self.vtable_from_top = table_vtable - self.table_end_from_top
+        self.text_vtable_from_top = text_vtable - text_table
+        ((_, text_field),) = text_plan.offsets
+        # Each packed table value's place in the tuple `order` reads: a value of
+        # `values` (a constant), the child (1), the first vector (2), the last
+        # vector and the text table (constants).
+        given = len(values)
+        place = {**{index: 6 + index for index in range(given)},
+                 given: 1, given + 1: 2, given + 2: 6 + given, given + 3: 7 + given}
+        deltas = dict(table_plan.offsets)  # packed value -> its field's distance from the start
+        last_vector = 4  # the last vector's offset (its length word), from `top`
+        self.child_from_top = self.first_vector_from_top = 0
+        last_vector_field = text_table_field = 0
+        for at, index in enumerate(table_plan.indices):
+            if index == given:
+                self.child_from_top = text_table + deltas[at]
+            elif index == given + 1:
+                self.first_vector_from_top = text_table + deltas[at]
+            elif index == given + 2:
+                last_vector_field = text_table + deltas[at] - last_vector
+            elif index == given + 3:
+                text_table_field = deltas[at]
+        self.constants = (*values, last_vector_field, text_table_field, text_field, count)
+        self.order = itemgetter(0, *[place[index] for index in table_plan.indices], 3,
+                                8 + given, 4, 5, 9 + given)
+        self.packer = struct.Struct("<" + table_plan.packer.format[1:]
+                                    + text_plan.packer.format[1:]
+                                    + f"I{text_size}sI{count}I")
+        self.size = self.packer.size
+
+
+class _VectorTablePlan:
+    """What `Int32VectorTable` packs for one shape (the table's plan and number
+    fields, the vector's length): the table, then the vector. Positions are
+    fixed distances from `start`, the vector's offset and the table's start;
+    the packed values are put in order by `order` from (the vtable offset,
+    the first field, *`constants`)."""
+
+    __slots__ = ("constants", "first_from_start", "order", "packer", "plan", "size",
+                 "vtable_from_start")
+
+    def __init__(self, plan: _TablePlan, vtable: int, values: tuple[Any, ...],
+                 count: int) -> None:
+        self.plan = plan
+        self.vtable_from_start = vtable - plan.size
+        deltas = dict(plan.offsets)  # packed value -> its field's distance from the start
+        self.first_from_start = vector_field = 0
+        for at, index in enumerate(plan.indices):
+            if index == 0:
+                self.first_from_start = deltas[at]
+            elif index == 1:
+                vector_field = deltas[at]  # the vector starts where the table does
+        # Each packed table value's place in the tuple `order` reads: the first
+        # field (1), the vector (2), a value of `values` (3 on), then the count.
+        self.constants = (vector_field, *values, count)
+        self.order = itemgetter(0, *[1 + index for index in plan.indices], 3 + len(values))
+        self.packer = struct.Struct(plan.packer.format + f"I{count}i")
+        self.size = self.packer.size
 
 
 class _LayoutProbe:

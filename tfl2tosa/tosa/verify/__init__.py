@@ -26,6 +26,7 @@ operand's values, or which op makes it, run on each op (`OpCheck.defer`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -243,16 +244,14 @@ def judge(checker: _Checker, op: Op) -> Verdict:
 _TENSOR_ATTRIBUTES = {opdef.mlir: frozenset(a.name for a in opdef.attrs if a.type == "tensor")
                       for opdef in BY_MLIR.values()}
 _PLAIN = frozenset((int, bool, str))
+_TYPE = attrgetter("type")  # a value's
 _INT = frozenset((int,))
 
 
 def signature(op: Op) -> tuple[Any, ...] | None:
     """The op's name, operand and result types and attributes; None if an
     attribute value cannot be part of it."""
-    key: list[Any] = [op.name]
-    key += [v.type for v in op.operands]
-    key.append(None)
-    key += [v.type for v in op.results]
+    key: list[Any] = [op.name, *map(_TYPE, op.operands), None, *map(_TYPE, op.results)]
     for name, value in op.attrs.items():
         cls = value.__class__
         if cls in _PLAIN:
