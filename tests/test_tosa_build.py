@@ -169,6 +169,19 @@ def test_one_value_and_small_constants_are_made_once_per_op_list(graph, b):
     assert tb.const(b, np.array([5], dtype=np.int8)).name == "const_9"
 
 
+def test_shape_constants_are_made_once_per_op_list(graph, b):
+    """Reshapes and slices ask for the same shapes again and again: the second
+    request returns the first `tosa.const_shape` and burns the name a copy would
+    have taken (the name CSE's merge of copies would leave the next op)."""
+    first = tb.const_shape(b, [1, 4])
+    assert tb.const_shape(b, (1, 4)) is first
+    other = tb.const_shape(b, [4, 1])
+    assert other is not first and other.name == "const_shape_2"
+    assert [op.name for op in graph.ops] == ["tosa.const_shape"] * 2
+    # A one-value constant of the same numbers is another op.
+    assert tb.const(b, np.array([1, 4], dtype=np.int64), i32).owner.name == "tosa.const"
+
+
 def test_a_discarded_constant_is_not_handed_out_again(graph, b):
     from tfl2tosa.ir.rewrite import discard_since
 

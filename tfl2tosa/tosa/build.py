@@ -15,7 +15,7 @@ correctly rounded division, an exact floor division).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -234,12 +234,13 @@ def _one_value(values: np.ndarray, element: ElementType | None) -> OneValue:
 
 
 
-def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
-                     element: ElementType) -> Value:
-    """A one-value (or small) constant, made once per graph and op list: patterns
-    ask for the same zero points, multipliers and shifts op after op, and CSE
-    would merge the copies into the first anyway. The name a copy would have taken is still used
-    up, so every other value keeps its name."""
+def _shared_op(b: Builder, key: tuple[Any, ...], short_name: str,
+               make: Callable[[], Value]) -> Value:
+    """The value of a constant op made once per graph and op list: patterns ask
+    for the same zero points, multipliers, shifts and shapes op after op, and CSE
+    would merge the copies into the first anyway. The name a copy would have
+    taken (`short_name` under the builder's base) is still used up, so every
+    other value keeps its name."""
     graph_asked, cache_asked = _LAST_ASKED
     cache = cache_asked()
     if cache is None or graph_asked() is not b.graph or cache.ops is not b.ops:
@@ -252,19 +253,28 @@ def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
     if hit is not None:
         value, index = hit
         if index < len(ops) and ops[index] is value.owner:
-            b.graph.unique_name(f"{b.name_base}/const" if b.name_base else "const")
+            b.graph.unique_name(f"{b.name_base}/{short_name}" if b.name_base else short_name)
             return value
-    # Each constant op holds its own array: a later pass may edit it in place.
-    value = op(b, "tosa.const", [], TensorType(converted.shape, element),
-               values=converted.copy())
+    value = make()
     known[key] = (value, len(ops) - 1)
     return value
 
 
+def _one_value_const(b: Builder, key: tuple[Any, ...], converted: np.ndarray,
+                     element: ElementType) -> Value:
+    """A one-value (or small) `tosa.const`, made once per graph and op list (_shared_op)."""
+    # Each constant op holds its own array: a later pass may edit it in place.
+    return _shared_op(b, key, "const", lambda: op(
+        b, "tosa.const", [], TensorType(converted.shape, element), values=converted.copy()))
+
+
 def const_shape(b: Builder, values: Sequence[int]) -> Value:
-    """A `tosa.const_shape` (`!tosa.shape<n>`) holding `values`."""
+    """A `tosa.const_shape` (`!tosa.shape<n>`) holding `values`, made once per graph
+    and op list (_shared_op)."""
     ints = [int(v) for v in values]
-    return op(b, "tosa.const_shape", [], ShapeType(len(ints)), values=ints)
+    # Keyed apart from _one_value_const's keys, which have four parts.
+    return _shared_op(b, ("const_shape", tuple(ints)), "const_shape", lambda: op(
+        b, "tosa.const_shape", [], ShapeType(len(ints)), values=ints))
 
 
 def _wrap(value: int, bits: int) -> int:
