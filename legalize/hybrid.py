@@ -7,7 +7,7 @@ TFLite quantizes the float activation at run time, one scale per row (a
 FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
 image), multiplies in int8 x int8 -> int32 and scales the int32 sum back to
 float. The lowering builds each step in TOSA (REDUCE_MAX/MIN, the scale, the
-rounding, CLAMP + CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
+rounding, a saturating CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
 to f32, MUL, ADD), so the result equals the interpreter's bit for bit.
 `convert --hybrid float` (the patterns' labels disabled) dequantizes the
 weights instead (legalize.conv).
@@ -235,19 +235,20 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
 
 
 def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
-    """x / divisor correctly rounded, for finite x >= 2^-87 and an integer
-    divisor below 2^8: q0 = x * (1 / divisor), then one Newton step with the
-    exact residual x - q0 * divisor (below 2^-87 the correction's product can
-    fall among subnormals and round to a midpoint of q0's neighbours).
+    """x / divisor correctly rounded, for finite x >= 2^-87 (`_Span.normal`)
+    and an integer divisor below 2^8: q0 = x * (1 / divisor), then one Newton
+    step with the exact residual x - q0 * divisor (below 2^-87 the
+    correction's product can fall among subnormals and round to a midpoint of
+    q0's neighbours).
 
     The residual is exact because q0 splits into a high half of 16 significant
     bits and a low half of 8 (Veltkamp, factor 2^8 + 1), whose products with
     the divisor fit a float; x - high * divisor is exact by Sterbenz's lemma,
-    and the remainder is a small multiple of q0's ulp. x / divisor lies at least 1/510
-    of an ulp from a rounding midpoint, far more than the error of the
-    correction's product, so the step rounds correctly. Where q0 * 257
-    overflows (x within 1% of the largest float) q0 is kept, within an ulp
-    and a half."""
+    and the remainder is a small multiple of q0's ulp. x / divisor lies at
+    least 1/510 of an ulp from a rounding midpoint, far more than the error of
+    the correction's product, so the step rounds correctly. Where q0 * 257
+    overflows (x within 1% of the largest float) q0 is kept, within an ulp and
+    a half."""
     if not 0 < divisor < 256:
         raise ValueError(f"divisor {divisor} is not an integer in [1, 255]")
     reciprocal = e.like(float(np.float32(1.0) / np.float32(divisor)), x)
@@ -262,7 +263,10 @@ def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
 
 
 def _reciprocal(e: Elementwise, y: Value) -> Value:
-    """Elementwise.divide(1, y) without its product 1 * (1 / y)."""
+    """Elementwise.divide(1, y) without its product 1 * (1 / y). Like that, it
+    can come out an ulp off where 1 / y lies within about 2^-48 (relative) of a
+    rounding midpoint, e.g. y = 2^k * (1 - 2^-24): the correction's product
+    rounds before the sum that would have told."""
     one = e.like(1.0, y)
     q0 = e.reciprocal(y)
     p, error = e.two_product(q0, y)
@@ -274,6 +278,8 @@ def _reciprocal(e: Elementwise, y: Value) -> Value:
 # Veltkamp's splitting constant that leaves one significant bit in the high
 # half: the value rounded to a power of two.
 _POWER_OF_TWO_SPLIT = 2.0 ** 23 + 1
+# A span times 2^27 / span (rounded to a power of two) lies within a binade of
+# 2^27, inside the window [2^23, 2^31) where CAST to int32 keeps a mantissa.
 _WINDOW_BITS = 27
 
 
