@@ -7,7 +7,7 @@ TFLite quantizes the float activation at run time, one scale per row (a
 FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
 image), multiplies in int8 x int8 -> int32 and scales the int32 sum back to
 float. The lowering builds each step in TOSA (REDUCE_MAX/MIN, the scale, the
-rounding, a saturating CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
+rounding, CLAMP (symmetric rows) + CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
 to f32, MUL, ADD), so the result equals the interpreter's bit for bit.
 `convert --hybrid float` (the patterns' labels disabled) dequantizes the
 weights instead (legalize.conv).
@@ -187,10 +187,13 @@ def _reduce(rw: Rewriter, name: str, x: Value) -> Value:
     return build.op(rw, name, [x], t.with_shape((t.shape[0], 1)), axis=1, nan_mode="PROPAGATE")
 
 
-def _to_int8(e: Elementwise, integral: Value) -> Value:
-    """Whole numbers clamped to int8 as the kernels clamp them: CAST from float
-    saturates, and symmetric rows stay within [-127, 127] (|x| * (127 / max|x|)
-    is at most 127 and an ulp or two)."""
+def _to_int8(e: Elementwise, integral: Value, symmetric: bool) -> Value:
+    """Whole numbers clamped to the kernel's range as int8: CAST from float
+    saturates to [-128, 127], the asymmetric range; symmetric rows clamp to
+    [-127, 127] first (only a row too small for a finite 127 / max|x| reaches
+    beyond)."""
+    if symmetric:
+        integral = build.clamp(e.rw, integral, -127.0, 127.0)
     return build.cast(e.rw, integral, i8)
 
 
@@ -205,7 +208,7 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
         scale = _row_scale(e, _Span(e, span), 127)
         inverse = e.divide(e.like(127.0, x), span)
         q = _kernel_round(e, e.mul(x, inverse))
-        return QuantizedRows(_to_int8(e, q), scale, None)
+        return QuantizedRows(_to_int8(e, q, symmetric=True), scale, None)
     zero = e.like(0.0, x)
     low = e.minimum(_reduce(rw, "tosa.reduce_min", x), zero)
     high = e.maximum(_reduce(rw, "tosa.reduce_max", x), zero)
@@ -231,7 +234,8 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     nudged = e.select(tie, _tied_zero_point(e, span.normal), nudged)
     zero_point_f = e.select(empty, zero, nudged)
     q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
-    return QuantizedRows(_to_int8(e, q), scale, build.cast(rw, zero_point_f, i32))
+    return QuantizedRows(_to_int8(e, q, symmetric=False), scale,
+                         build.cast(rw, zero_point_f, i32))
 
 
 def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
