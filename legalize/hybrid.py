@@ -251,8 +251,8 @@ def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
     and the remainder is a small multiple of q0's ulp. x / divisor lies at
     least 1/510 of an ulp from a rounding midpoint, far more than the error of
     the correction's product, so the step rounds correctly. Where q0 * 257
-    overflows (x within 1% of the largest float) q0 is kept, within an ulp and
-    a half."""
+    overflows (x above divisor / 257 of the largest float) q0 is kept, within
+    an ulp and a half."""
     if not 0 < divisor < 256:
         raise ValueError(f"divisor {divisor} is not an integer in [1, 255]")
     reciprocal = e.like(float(np.float32(1.0) / np.float32(divisor)), x)

@@ -423,8 +423,8 @@ def _mantissa_times(mantissa: int, exponent: int) -> float:
 # exponents from spans whose scale is just normal (below 255 * 2^-126 the
 # scale is subnormal and rounded twice) through spans 1% short of the largest
 # float (legalize.hybrid._divided_by_constant). (255 << 16) - 1 is left out:
-# its scale has a mantissa of all ones, whose reciprocal Elementwise.divide
-# rounds an ulp low.
+# its scale has a mantissa of all ones, whose reciprocal the Newton step of
+# Elementwise.divide (and legalize.hybrid._reciprocal) rounds an ulp low.
 TIED_MANTISSAS = (1 << 23, (1 << 24) - 1, (255 << 16) - 2, 255 << 16, 8388731, 8388739,
                   12533757, 16581124, 8486390, 16711688, 12403205, 8388612)
 TIED_EXPONENTS = (-117, -112, -106, -105, -104, -96, -64, -63, -30, -1, 0, 1, 23, 24, 31, 64,
