@@ -7,7 +7,7 @@ TFLite quantizes the float activation at run time, one scale per row (a
 FULLY_CONNECTED / BATCH_MATMUL row, a whole CONV_2D / DEPTHWISE_CONV_2D
 image), multiplies in int8 x int8 -> int32 and scales the int32 sum back to
 float. The lowering builds each step in TOSA (REDUCE_MAX/MIN, the scale, the
-rounding, CLAMP + CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
+rounding, CLAMP (symmetric rows) + CAST to i8, CONV2D / DEPTHWISE_CONV2D / MATMUL into i32, CAST
 to f32, MUL, ADD), so the result equals the interpreter's bit for bit.
 `convert --hybrid float` (the patterns' labels disabled) dequantizes the
 weights instead (legalize.conv).
@@ -187,9 +187,14 @@ def _reduce(rw: Rewriter, name: str, x: Value) -> Value:
     return build.op(rw, name, [x], t.with_shape((t.shape[0], 1)), axis=1, nan_mode="PROPAGATE")
 
 
-def _to_int8(e: Elementwise, integral: Value, low: int, high: int) -> Value:
-    clamped = build.clamp(e.rw, integral, float(low), float(high))
-    return build.cast(e.rw, clamped, i8)
+def _to_int8(e: Elementwise, integral: Value, symmetric: bool) -> Value:
+    """Whole numbers clamped to the kernel's range as int8: CAST from float
+    saturates to [-128, 127], the asymmetric range; symmetric rows clamp to
+    [-127, 127] first (only a row too small for a finite 127 / max|x| reaches
+    beyond)."""
+    if symmetric:
+        integral = build.clamp(e.rw, integral, -127.0, 127.0)
+    return build.cast(e.rw, integral, i8)
 
 
 def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
@@ -200,45 +205,126 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
         largest = _reduce(rw, "tosa.reduce_max", e.abs(x))
         # A row of zeros: range 127 gives scale 1 and q = 0, as TFLite sets them.
         span = e.select(e.equal(largest, e.like(0.0, x)), e.like(127.0, x), largest)
-        scale = e.divide(span, e.like(127.0, x))
+        scale = _row_scale(e, _Span(e, span), 127)
         inverse = e.divide(e.like(127.0, x), span)
         q = _kernel_round(e, e.mul(x, inverse))
-        return QuantizedRows(_to_int8(e, q, -127, 127), scale, None)
+        return QuantizedRows(_to_int8(e, q, symmetric=True), scale, None)
     zero = e.like(0.0, x)
     low = e.minimum(_reduce(rw, "tosa.reduce_min", x), zero)
     high = e.maximum(_reduce(rw, "tosa.reduce_max", x), zero)
     span = e.sub(high, low)
     empty = e.equal(span, zero)
-    scale = e.divide(e.select(empty, e.like(255.0, x), span), e.like(255.0, x))
-    inverse = e.divide(e.like(1.0, x), scale)
+    # A row of zeros: range 255 gives scale 1 (its zero point is set to 0 below).
+    span = _Span(e, e.select(empty, e.like(255.0, x), span))
+    scale = _row_scale(e, span, 255)
+    inverse = _reciprocal(e, scale)
     # rmin / scale and rmax / scale, which TFLite divides in double by the
     # unrounded scale: the float product with 1 / scale moves the zero point only
     # where it lies within an ulp of a rounding boundary, as the float scale does.
     low_steps, high_steps = e.mul(low, inverse), e.mul(high, inverse)
     from_low = e.sub(e.like(-128.0, x), low_steps)
     from_high = e.sub(e.like(127.0, x), high_steps)
-    use_low = e.less(e.add(e.like(128.0, x), e.abs(low_steps)),
-                     e.add(e.like(127.0, x), e.abs(high_steps)))
+    # The kernel compares 128 + |rmin / scale| with 127 + |rmax / scale|; the
+    # signs of rmin <= 0 <= rmax make the absolute values negations.
+    use_low = e.less(e.sub(e.like(128.0, x), low_steps), e.add(e.like(127.0, x), high_steps))
     nudged = e.select(use_low, from_low, from_high)
     nudged = build.clamp(rw, e.round_half_away(nudged), -128.0, 127.0)
-    tie = e.logical_and(e.equal(high, e.sub(zero, low)), e.logical_not(empty))
-    nudged = e.select(tie, _tied_zero_point(e, span), nudged)
+    # A row of zeros ties too; its zero point is set below.
+    tie = e.equal(high, e.sub(zero, low))
+    nudged = e.select(tie, _tied_zero_point(e, span.normal), nudged)
     zero_point_f = e.select(empty, zero, nudged)
     q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
-    return QuantizedRows(_to_int8(e, q, -128, 127), scale, build.cast(rw, zero_point_f, i32))
+    return QuantizedRows(_to_int8(e, q, symmetric=False), scale,
+                         build.cast(rw, zero_point_f, i32))
 
 
-def _normalized_mantissa(e: Elementwise, span: Value) -> Value:
-    """The 24-bit integer mantissa of each positive normal `span`, as a float:
-    span times the power of two that brings it into [2^23, 2^24) (products by
-    powers of two are exact)."""
-    m = span
-    for k in (64, 32, 16, 8, 4, 2, 1):
-        m = e.select(e.greater_equal(m, e.like(2.0 ** (23 + k), m)),
-                     e.mul(m, e.like(2.0 ** -k, m)), m)
-    for k in (64, 32, 16, 8, 4, 2, 1):
-        m = e.select(e.less(m, e.like(2.0 ** (24 - k), m)), e.mul(m, e.like(2.0 ** k, m)), m)
-    return m
+def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
+    """x / divisor correctly rounded, for finite x >= 2^-87 (`_Span.normal`)
+    and an integer divisor below 2^8: q0 = x * (1 / divisor), then one Newton
+    step with the exact residual x - q0 * divisor (below 2^-87 the
+    correction's product can fall among subnormals and round to a midpoint of
+    q0's neighbours).
+
+    The residual is exact because q0 splits into a high half of 16 significant
+    bits and a low half of 8 (Veltkamp, factor 2^8 + 1), whose products with
+    the divisor fit a float; x - high * divisor is exact by Sterbenz's lemma,
+    and the remainder is a small multiple of q0's ulp. x / divisor lies at
+    least 1/510 of an ulp from a rounding midpoint, far more than the error of
+    the correction's product, so the step rounds correctly. Where q0 * 257
+    overflows (x above divisor / 257 of the largest float) q0 is kept, within
+    an ulp and a half."""
+    if not 0 < divisor < 256:
+        raise ValueError(f"divisor {divisor} is not an integer in [1, 255]")
+    reciprocal = e.like(float(np.float32(1.0) / np.float32(divisor)), x)
+    c = e.like(float(divisor), x)
+    q0 = e.mul(x, reciprocal)
+    scaled = e.mul(q0, e.like(257.0, x))
+    high = e.sub(scaled, e.sub(scaled, q0))
+    low = e.sub(q0, high)
+    residual = e.sub(e.sub(x, e.mul(high, c)), e.mul(low, c))
+    q1 = e.add(q0, e.mul(residual, reciprocal))
+    return e.select(e.is_finite(q1), q1, q0)
+
+
+def _reciprocal(e: Elementwise, y: Value) -> Value:
+    """Elementwise.divide(1, y) without its product 1 * (1 / y). Like that, it
+    can come out an ulp off where 1 / y lies within about 2^-48 (relative) of a
+    rounding midpoint, e.g. y = 2^k * (1 - 2^-24): the correction's product
+    rounds before the sum that would have told."""
+    one = e.like(1.0, y)
+    q0 = e.reciprocal(y)
+    p, error = e.two_product(q0, y)
+    residual = e.sub(e.sub(one, p), error)
+    q1 = e.add(q0, e.mul(residual, q0))
+    return e.select(e.is_finite(q1), q1, q0)
+
+
+# Veltkamp's splitting constant that leaves one significant bit in the high
+# half: the value rounded to a power of two.
+_POWER_OF_TWO_SPLIT = 2.0 ** 23 + 1
+# A span times 2^27 / span (rounded to a power of two) lies within a binade of
+# 2^27, inside the window [2^23, 2^31) where CAST to int32 keeps a mantissa.
+_WINDOW_BITS = 27
+
+
+class _Span:
+    """A row's positive span, and the same times 2^72 where it lies below
+    2^-64 (`normal`): the scale's division and the tie's mantissa are worked
+    out on that, where no step meets a subnormal, and the power of two
+    changes neither the mantissa nor, once divided back out, the scale."""
+
+    _TINY = 2.0 ** -64
+    _STEP = 72
+
+    def __init__(self, e: Elementwise, span: Value) -> None:
+        self.tiny = e.less(span, e.like(self._TINY, span))
+        self.normal = e.select(self.tiny, e.mul(span, e.like(2.0 ** self._STEP, span)), span)
+
+
+def _row_scale(e: Elementwise, span: _Span, divisor: int) -> Value:
+    """span / divisor correctly rounded (rounded once more where it is subnormal)."""
+    scaled = _divided_by_constant(e, span.normal, divisor)
+    return e.mul(scaled, e.select(span.tiny, e.like(2.0 ** -_Span._STEP, scaled),
+                                  e.like(1.0, scaled)))
+
+
+def _windowed_integer(e: Elementwise, span: Value) -> Value:
+    """The `span` (`_Span.normal`) times a power of two as an i32 M * 2^j with
+    M its 24-bit mantissa (j in [0, 7]).
+
+    The power of two is 2^27 / span rounded to a power of two (from RECIPROCAL,
+    whose error the rounding absorbs; from a span of at least 2^-77 it and its
+    product with the splitting constant stay normal and finite), so the
+    product lies within a binade of 2^27: an integer below 2^31, which CAST
+    keeps exactly. Products by powers of two are exact."""
+    near = e.reciprocal(e.mul(span, e.like(2.0 ** -_WINDOW_BITS, span)))
+    scaled = e.mul(near, e.like(_POWER_OF_TWO_SPLIT, span))
+    power = e.sub(scaled, e.sub(scaled, near))
+    return build.cast(e.rw, e.mul(span, power), i32)
+
+
+# 255 * 2^16: the quotient span / 255 of a mantissa below this has one integer bit fewer.
+_WIDE_MANTISSA = 255 << 16
 
 
 def _tied_zero_point(e: Elementwise, span: Value) -> Value:
@@ -247,24 +333,24 @@ def _tied_zero_point(e: Elementwise, span: Value) -> Value:
     `127 - round(max / s)`: -0.5 (rounded half away: -1) unless s rounded up by
     enough to bring max / s below 127.5 by half an ulp, which makes it 0.
 
-    Both depend on the span's 24-bit mantissa M alone: M / 255 keeps 36 or 37
-    fraction bits in double, its fraction r / 255 (r = M mod 255) repeats its 8
-    bits, so the discarded part is t / 255 with t = 32 r mod 255 (16 r when
-    M / 255 >= 2^16); s rounded up when t >= 128, and max / s then falls below
-    the midpoint when t + 64 f < 255, f the mantissa of M / 255 in [1, 2)
-    (checked against the double computation on random magnitudes)."""
-    mantissa = _normalized_mantissa(e, span)
-    whole = build.cast(e.rw, mantissa, i32)
+    Both depend on the span's 24-bit mantissa M alone; take N = M where
+    M / 255 >= 2^16 and N = 2M below, so that N / 255 lies in [2^16, 2^17).
+    N / 255 keeps 36 fraction bits in double and its fraction r / 255
+    (r = N mod 255) repeats its 8 bits, so the discarded part is t / 255 with
+    t = 16 r mod 255 = 16 N mod 255; s rounded up when t >= 128, and max / s
+    then falls below the midpoint when t + 64 f < 255, f = N / (255 * 2^16) the
+    mantissa of s: when N < 255 * 2^10 * (255 - t). (All 2^23 mantissas agree
+    with the double computation.)"""
+    whole = _windowed_integer(e, span)
+    top = e.shift_left(whole, e.sub(e.unary("tosa.clz", whole), e.const(1, i32)))  # M * 2^7
+    wide = e.greater_equal(top, e.const(_WIDE_MANTISSA << 7, i32))
+    n = e.shift_right(top, e.select(wide, e.const(7, i32), e.const(6, i32)))
     divisor = e.const(255, i32)
-    r = e.sub(whole, build.mul(e.rw, e.intdiv(whole, divisor), divisor))
-    wide = e.greater_equal(whole, e.const(255 << 16, i32))
-    shifted = build.mul(e.rw, r, e.select(wide, e.const(16, i32), e.const(32, i32)))
-    t = e.sub(shifted, build.mul(e.rw, e.intdiv(shifted, divisor), divisor))
-    sixty_four_f = e.mul(mantissa, e.select(wide, e.like(1.0 / (255 * 1024), span),
-                                            e.like(1.0 / (255 * 512), span)))
-    rounded_up = e.greater_equal(t, e.const(128, i32))
-    below = e.less(e.add(build.cast(e.rw, t, f32), sixty_four_f), e.like(255.0, span))
-    return e.select(e.logical_and(rounded_up, below), e.like(0.0, span), e.like(-1.0, span))
+    sixteen_n = e.shift_left(n, e.const(4, i32))
+    t = e.sub(sixteen_n, build.mul(e.rw, e.intdiv(sixteen_n, divisor), divisor))
+    bound = build.mul(e.rw, e.sub(divisor, t), e.const(255 << 10, i32))
+    zero = e.logical_and(e.greater_equal(t, e.const(128, i32)), e.greater(bound, n))
+    return e.select(zero, e.like(0.0, span), e.like(-1.0, span))
 
 
 # ---------------------------------------------------------------------------

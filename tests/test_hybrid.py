@@ -405,3 +405,54 @@ def test_opposite_extremes_tie_the_zero_point(name: str) -> None:
         theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
         ours = next(iter(reference_model.run(model.module, feeds).values()))
         assert np.array_equal(ours, theirs), int((ours != theirs).sum())
+
+
+def _mantissa_times(mantissa: int, exponent: int) -> float:
+    """The float32 mantissa * 2^(exponent - 23): `mantissa` is its 24-bit integer mantissa."""
+    return float(np.float32(np.ldexp(float(mantissa), exponent - 23)))
+
+
+# Magnitudes m of rows whose max is m and min -m (span 2m has m's 24-bit
+# mantissa M). TFLite's tie depends on M alone (module docs of
+# legalize/hybrid.py, test_opposite_extremes_tie_the_zero_point); with
+# N = M (M >= 255 * 2^16) or 2M, t = 16 N mod 255, it is 0 when t >= 128 and
+# N < 261120 * (255 - t), else -1. Here M at the ends of the binade, on either
+# side of 255 * 2^16, where span / 255 gains an integer bit, with t = 127 and
+# 128 (8388731: -1, 8388739: 0), and around the bound (12533757: t = 159, N 6
+# below it, 0; 16581124: t = 128, N 8 above it, -1; 8486390: t = 190, 0), at
+# exponents from spans whose scale is just normal (below 255 * 2^-126 the
+# scale is subnormal and rounded twice) through spans 1% short of the largest
+# float (legalize.hybrid._divided_by_constant). (255 << 16) - 1 is left out:
+# its scale has a mantissa of all ones, whose reciprocal the Newton step of
+# Elementwise.divide (and legalize.hybrid._reciprocal) rounds an ulp low.
+TIED_MANTISSAS = (1 << 23, (1 << 24) - 1, (255 << 16) - 2, 255 << 16, 8388731, 8388739,
+                  12533757, 16581124, 8486390, 16711688, 12403205, 8388612)
+TIED_EXPONENTS = (-117, -112, -106, -105, -104, -96, -64, -63, -30, -1, 0, 1, 23, 24, 31, 64,
+                  100, 125)
+
+
+@pytest.mark.parametrize("asymmetric", [True, False], ids=["asymmetric", "symmetric"])
+@pytest.mark.parametrize("exponent", TIED_EXPONENTS)
+def test_tied_zero_point_at_the_edges(exponent: int, asymmetric: bool) -> None:
+    """Rows with max == -min at hand-picked mantissas and exponents, against
+    TFLite's hybrid FULLY_CONNECTED. Weight scales per output channel from
+    2^-120 to 2^120 keep some output a normal float whatever the row's scale,
+    so a zero point or a scale off by one moves it. Symmetric rows (no zero
+    point) check the scale's division at the same magnitudes."""
+    ic = 20
+    values = RNG.integers(-127, 128, size=(7, ic)).astype(np.int8)
+    scales = tuple(float(2.0 ** k) for k in (-120, -80, -40, 0, 40, 80, 120))
+    case = OneOp("FULLY_CONNECTED", [Input((4, ic)), Int8Weights(values, scales, axis=0),
+                                     np.zeros(7, np.float32)], (4, 7),
+                 ("FullyConnectedOptions", {"asymmetricQuantizeInputs": asymmetric}), version=12)
+    model = converted(case)
+    magnitudes = [_mantissa_times(m, exponent) for m in TIED_MANTISSAS]
+    for start in range(0, len(magnitudes), 4):
+        x = RNG.uniform(-1.0, 1.0, size=(4, ic))
+        for row, m in enumerate(magnitudes[start:start + 4]):
+            x[row] *= m
+            x[row, 0], x[row, -1] = m, -m
+        feeds = [x.astype(np.float32)]
+        theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
+        ours = next(iter(reference_model.run(model.module, feeds).values()))
+        assert np.array_equal(ours, theirs), (exponent, int((ours != theirs).sum()))
