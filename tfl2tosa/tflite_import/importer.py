@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 import numpy as np
-import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
@@ -14,7 +13,7 @@ from tfl2tosa.ir.types import NoneType, TensorType, Type
 from tfl2tosa.tflite_import.schema import (CUSTOM_CODE, SUBGRAPH_ATTR_NAMES, builtin_options,
                                            op_name_for_code)
 from tfl2tosa.tflite_import import flat
-from tfl2tosa.tflite_import.flat import U32, U64, Table
+from tfl2tosa.tflite_import.flat import U32, U64, SchemaTable, Table
 from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, checked_tables,
                                            operator_code, reading, text)
 from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, blockwise_element,
@@ -86,7 +85,7 @@ class _Names:
 def import_model(buf: Buffer, origin: str, path: str | None) -> Module:
     file_size = len(buf)
     with reading("the model root table"):
-        model = tflite.Model.GetRootAs(buf, 0)
+        model = SchemaTable.root("Model", buf)
         version = model.Version()
         root = flat.root(buf)
     if version != SCHEMA_VERSION:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
-from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
 from tfl2tosa.tflite_import.flat import Table
@@ -177,8 +176,5 @@ def operator_code(entry: Any) -> int:
     old files set only the deprecated byte; AI Edge Quantizer sets only
     builtin_code, also below 127. The `tflite` package's BuiltinCode() returns
     the deprecated byte whenever the stored code is below 127, which reads
-    such a QUANTIZE (114) as ADD (0), so the field is read here directly."""
-    tab = entry._tab
-    offset = tab.Offset(10)  # vtable slot of builtin_code, the table's field 3
-    stored = tab.Get(Int32Flags, tab.Pos + offset) if offset else 0
-    return max(stored, entry.DeprecatedBuiltinCode())
+    such a QUANTIZE (114) as ADD (0); `schema_data` describes the stored field."""
+    return max(entry.read("BuiltinCode"), entry.read("DeprecatedBuiltinCode"))
