@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,6 @@ from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_lengt
 from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, blockwise_element,
                                             constant_array, empty_array, read_tensor)
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Vtable slots (4 + 2 * field number, schema.fbs order) of the tables read with `flat`.
 _SUBGRAPH_TENSORS, _SUBGRAPH_INPUTS, _SUBGRAPH_OUTPUTS, _SUBGRAPH_OPERATORS, _SUBGRAPH_NAME = \
@@ -151,7 +149,7 @@ def _graph_names(subgraphs: list[Table]) -> list[str]:
     fallback = {f"subgraph_{i}" for i in range(len(raw))}
     names = ["main"]
     for i, name in enumerate(raw[1:], start=1):
-        usable = (_IDENTIFIER.match(name) and counts[name] == 1 and name != "main"
+        usable = (name.isascii() and name.isidentifier() and counts[name] == 1 and name != "main"
                   and name not in fallback)
         names.append(name if usable else f"subgraph_{i}")
     return names

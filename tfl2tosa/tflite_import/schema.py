@@ -11,7 +11,6 @@ from schema.fbs because the generated Python does not record them.
 
 from __future__ import annotations
 
-import re
 import struct
 from functools import lru_cache
 from typing import Any
@@ -118,7 +117,8 @@ def element_type(type_code: int, what: str) -> t.ScalarType:
 
 
 def snake_case(camel: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+    """`StrideH` -> `stride_h`: an underscore before each capital but the first."""
+    return "".join(f"_{c}" if "A" <= c <= "Z" and i else c for i, c in enumerate(camel)).lower()
 
 
 @lru_cache(maxsize=None)

@@ -35,7 +35,8 @@ CORRUPTION = (IndexError, KeyError, struct.error, UnicodeDecodeError, ValueError
                OverflowError, AttributeError, IRError)
 
 
-_UNPACK_PAST_END = re.compile(r"at offset (-?\d+) \(actual buffer size is (\d+)\)")
+# struct's message for a read past the end (compiled on the first error only).
+_UNPACK_PAST_END = r"at offset (-?\d+) \(actual buffer size is (\d+)\)"
 
 
 def one_line(text: str) -> str:
@@ -43,7 +44,7 @@ def one_line(text: str) -> str:
 
 
 def _explain(exc: Exception) -> str:
-    past_end = _UNPACK_PAST_END.search(str(exc)) if isinstance(exc, struct.error) else None
+    past_end = re.search(_UNPACK_PAST_END, str(exc)) if isinstance(exc, struct.error) else None
     if past_end:
         return f"offset {past_end[1]} is outside the {past_end[2]}-byte model"
     return one_line(f"{type(exc).__name__}: {exc}")
