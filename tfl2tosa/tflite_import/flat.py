@@ -238,6 +238,8 @@ class SchemaTable:
 
     def __getattr__(self, name: str) -> Any:
         """The generated class's method `name`, for code written against it."""
+        if name.startswith("__"):
+            raise AttributeError(name)
         described = accessors(self.table)
         if name in described:
             return lambda index=0: self.read(name, index)
