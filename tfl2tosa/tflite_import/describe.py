@@ -2,12 +2,12 @@
 `tflite` package.
 
 The `tflite` package is flatc's Python for schema.fbs: a module per table and
-per enum. Importing the ones a model needs cost a conversion more than most
-of its work. `schema_data.py` holds what the importer takes from them, as
-data in one module: the enums' names and, per table the importer reads with
-the package's accessors (the model root, operator codes, metadata,
-signatures, every builtin options table), each accessor's vtable slot and
-value type, read off the generated accessor's source. `flat.SchemaTable`
+per enum, so a conversion paid a module import for each table and enum its
+model uses. `schema_data.py` holds what the importer takes from them, as
+data in one module: the enums' names and, for each table the importer reads
+as the generated classes read it (the model root, operator codes, metadata,
+signatures, every builtin options table), each accessor's vtable slot, value
+type and default, read off the generated accessor's source. `flat.SchemaTable`
 reads a table by that description with the same reads, defaults and
 failures as the generated class (tests/test_tflite_schema_data.py holds the
 two to each other on intact and corrupted models).

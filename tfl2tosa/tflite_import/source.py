@@ -19,7 +19,7 @@ from typing import Any, Union
 import numpy as np
 
 from tfl2tosa.errors import IRError, ModelError
-from tfl2tosa.tflite_import.flat import Table
+from tfl2tosa.tflite_import.flat import SchemaTable, Table
 from tfl2tosa.versions import TFLITE_SCHEMA_VERSION
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
@@ -177,5 +177,9 @@ def operator_code(entry: Any) -> int:
     old files set only the deprecated byte; AI Edge Quantizer sets only
     builtin_code, also below 127. The `tflite` package's BuiltinCode() returns
     the deprecated byte whenever the stored code is below 127, which reads
-    such a QUANTIZE (114) as ADD (0); `schema_data` describes the stored field."""
+    such a QUANTIZE (114) as ADD (0); `schema_data` describes the stored field.
+    `entry` is a SchemaTable or, for scripts that read models with the
+    package, its generated OperatorCode."""
+    if not isinstance(entry, SchemaTable):
+        entry = SchemaTable("OperatorCode", entry._tab.Bytes, entry._tab.Pos)
     return max(entry.read("BuiltinCode"), entry.read("DeprecatedBuiltinCode"))
