@@ -8,10 +8,12 @@ change them).
   on a successful conversion (tempfile and what it pulls in, json), no
   `dataclasses` (nor the `inspect` it brings) nor `fractions` (nor `decimal`)
   in any pattern family, and from
-  `legalize` only the pattern families the model's ops need.
+  `legalize` only the pattern families the model's ops need, nor the passes
+  for ops the model does not have (calls, resource variables).
 - A plain `convert` or `run` command line loads no typer (the fast path,
-  tfl2tosa/cli/fast.py), and `convert` none of the `tflite` package's generated
-  table classes the importer reads with its own reader (tflite_import/flat.py).
+  tfl2tosa/cli/fast.py), and `convert` of a model without sparse tensors no
+  module of the `tflite` package: the importer reads tables by its own reader
+  and the schema description (tflite_import/flat.py, schema_data.py).
 """
 
 from __future__ import annotations
@@ -72,8 +74,7 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
     for unused in ("tempfile", "shutil", "random", "bz2", "lzma", "zlib", "json", "dataclasses",
                    "inspect", "fractions", "decimal"):
         assert unused not in modules["top"]
-    for table in ("Tensor", "Operator", "SubGraph", "Buffer", "QuantizationParameters"):
-        assert f"tflite.{table}" not in modules["all"]
+    assert "tflite" not in modules["top"]
     patterns = {m for m in modules["all"] if m.startswith("legalize.")}
     # A conv/add/mean/softmax model: no recurrent, detection, control-flow or
     # complex-number families.
@@ -81,6 +82,9 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
                    "legalize.complex", "legalize.mediapipe", "legalize.lstm"):
         assert family not in patterns
     assert "legalize.conv" in patterns
+    # No CALL, composite or resource variable: those passes are not imported.
+    for unused in ("tfl2tosa.passes.inline_calls", "tfl2tosa.passes.resource_variables"):
+        assert unused not in modules["all"]
 
 
 @pytest.mark.parametrize("model, families", [
@@ -90,16 +94,17 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
     ("arch/attention_block_int16x8", ("legalize.conv",)),
     ("arch/mobilenet_tiny_float32", ("legalize.conv",)),
 ])
-def test_convert_loads_no_dataclasses_and_no_fractions(tmp_path, model, families):
+def test_convert_loads_no_dataclasses_fractions_or_tflite_package(tmp_path, model, families):
     # Records on the convert path are ir.types.Record / Frozen: importing
     # dataclasses (and inspect with it) would cost every conversion; so would
-    # fractions (and decimal with it) where float.as_integer_ratio will do.
+    # fractions (and decimal with it) where float.as_integer_ratio will do, and
+    # the `tflite` package's module per table where schema_data describes them.
     modules = loaded_modules("convert", str(ROOT / f"models/{model}.tflite"),
                              "-o", str(tmp_path / "m.tosa"), "--report", str(tmp_path / "r.json"))
     assert (tmp_path / "m.tosa").stat().st_size > 0
     for family in ("legalize.driver", "legalize.registry") + families:
         assert family in modules["all"]
-    for unused in ("dataclasses", "inspect", "fractions", "decimal"):
+    for unused in ("dataclasses", "inspect", "fractions", "decimal", "tflite"):
         assert unused not in modules["top"]
 
 

@@ -143,21 +143,20 @@ def test_options_decoded_once_read_as_each_decoded_anew(path) -> None:
             operator = root.table_at(start, i).table_at(operators, j)
             for type_slot, table_slot, names in schema._OPTIONS_SLOTS:
                 name = names.get(operator.scalar(type_slot, U8))
-                options_class = schema._options_class(name) if name else None
                 position = operator.union_position(table_slot)
-                if options_class is None or position is None:
+                if name is None or position is None:
                     continue
-                decoded, _ = schema._decode_options(data, position, options_class, "op")
+                decoded, _ = schema._decode_options(data, position, name, "op")
                 for _ in range(2):  # the second time from the table of those met
-                    assert schema.options_attrs(data, position, options_class, "op") == decoded
+                    assert schema.options_attrs(data, position, name, "op") == decoded
 
 
 def test_options_field_widths_are_the_schema_types() -> None:
     """Conv2DOptions in schema.fbs: padding (Padding, a byte), stride_w and
     stride_h (int), fused_activation_function (a byte enum), dilation_w_factor
     and dilation_h_factor (int), quantized_bias_type (TensorType, a byte)."""
-    assert schema._scalar_widths(tflite.Conv2DOptions) == (1, 4, 4, 1, 4, 4, 1)
-    assert schema._scalar_widths(tflite.ReshapeOptions) is None  # new_shape is a vector
+    assert schema._scalar_widths("Conv2DOptions") == (1, 4, 4, 1, 4, 4, 1)
+    assert schema._scalar_widths("ReshapeOptions") is None  # new_shape is a vector
 
 
 def _conv_options(builder, bias_type: int) -> int:
@@ -181,7 +180,7 @@ def test_options_met_before_differ_in_their_last_byte() -> None:
         position = len(data) - table
         generated = tflite.Conv2DOptions()
         generated.Init(data, position)
-        attrs = schema.options_attrs(data, position, tflite.Conv2DOptions, "op")
+        attrs = schema.options_attrs(data, position, "Conv2DOptions", "op")
         assert attrs["stride_w"] == generated.StrideW() == 2
         assert attrs["quantized_bias_type"] == schema.TENSOR_TYPE_NAMES[
             generated.QuantizedBiasType()]

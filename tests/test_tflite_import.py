@@ -295,14 +295,18 @@ def test_ai_edge_quantizer_file_stores_quantize_in_builtin_code_alone():
     # operator code has builtin_code 114 and no deprecated byte.
     import tflite
 
+    from tfl2tosa.tflite_import.flat import SchemaTable
     from tfl2tosa.tflite_import.source import operator_code
 
     path = (Path(__file__).resolve().parents[1]
             / "models/toolchains/ai_edge_quantizer/bert_static_a8w8.tflite")
-    model = tflite.Model.GetRootAs(path.read_bytes(), 0)
+    data = path.read_bytes()
+    model = tflite.Model.GetRootAs(data, 0)
     codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
-    assert [(c.DeprecatedBuiltinCode(), c.BuiltinCode(), operator_code(c)) for c in codes
-            if operator_code(c) == 114] == [(0, 0, 114)]
+    read = SchemaTable.root("Model", data)
+    assert [(c.DeprecatedBuiltinCode(), c.BuiltinCode(), operator_code(read.OperatorCodes(i)))
+            for i, c in enumerate(codes)
+            if operator_code(read.OperatorCodes(i)) == 114] == [(0, 0, 114)]
     main = load(path).main
     assert any(op.name == "tfl.quantize" for op in main.ops)
     assert all(len(op.operands) == 2 for op in main.ops if op.name == "tfl.add")

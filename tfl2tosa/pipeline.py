@@ -176,13 +176,25 @@ def _check_structure(module: Module, conversion: Conversion) -> None:
     check_module(module)
 
 
+# The ops each of these passes acts on: a model with none of them leaves the
+# pass nothing to do, and the conversion does not import it
+# (tests/test_pipeline_stages.py holds these to the passes).
+CALLING_OPS = frozenset({"tfl.call", "tfl.stablehlo_composite"})
+RESOURCE_VARIABLE_OPS = frozenset({"tfl.var_handle", "tfl.read_variable", "tfl.assign_variable",
+                                   "tfl.call_once", "tfl.while"})
+
+
 def _inline_calls(module: Module, conversion: Conversion) -> None:
+    if CALLING_OPS.isdisjoint(conversion.report.ops_in):
+        return
     from tfl2tosa.passes.inline_calls import inline_calls
 
     conversion.report.composites = inline_calls(module).composites
 
 
 def _lower_resource_variables(module: Module, conversion: Conversion) -> None:
+    if RESOURCE_VARIABLE_OPS.isdisjoint(conversion.report.ops_in):
+        return
     from tfl2tosa.passes.resource_variables import lower_resource_variables
 
     lower_resource_variables(module)
@@ -296,7 +308,7 @@ def convert(source: str | os.PathLike | bytes, *, fallback: bool = True,
 
     if kernels not in KERNELS:
         raise UsageError(f"--kernels {kernels!r}: one of {', '.join(KERNELS)}")
-    unknown = sorted(set(disabled) - known_labels())
+    unknown = sorted(set(disabled) - known_labels()) if disabled else []
     if unknown:
         raise UsageError(f"no pattern labelled {', '.join(unknown)} (see `--disable`: "
                          "labels are the pattern names in the conversion report)")

@@ -127,7 +127,7 @@ def _numpy_probe_answered() -> Iterator[None]:
 def load_whole_schema() -> None:
     """Load every generated module now (a batch worker, before it forks per model).
     A `tflite` package imported before this module is whole already."""
-    package = sys.modules["tflite"]
+    package = tflite_package()
     if isinstance(package, _LazyTflitePackage):
         package._whole_package("__version__")
 
@@ -137,9 +137,15 @@ def _import_generated(name: str) -> types.ModuleType:
         return importlib.import_module(name)
 
 
+def tflite_package() -> types.ModuleType:
+    """The `tflite` package, lazy unless it was imported whole before: the importer
+    reads models by `schema_data`, and only sparse tensors use generated classes."""
+    if "tflite" not in sys.modules:
+        _install_lazy_tflite()
+    return sys.modules["tflite"]
+
+
 def _install_lazy_tflite() -> None:
-    if "tflite" in sys.modules:
-        return
     spec = importlib.util.find_spec("tflite")
     if spec is None or spec.submodule_search_locations is None:
         raise ImportError("the `tflite` package is not installed")
@@ -150,8 +156,6 @@ def _install_lazy_tflite() -> None:
     package.__package__ = "tflite"
     sys.modules["tflite"] = package
 
-
-_install_lazy_tflite()
 
 from tfl2tosa.tflite_import.importer import import_model
 from tfl2tosa.tflite_import.source import Source, check_identifier, open_source

@@ -6,10 +6,15 @@ re-check every offset in several Python calls per field; on large models
 that was most of the import's time. A `Table` reads its vtable once and each
 field in one `unpack_from`. The rules are flatbuffers' own (a field absent
 from the vtable holds its default; a vector is a uint32 length followed by
-its items; a string is a vector of bytes), and any bad offset raises what `reading` turns into a ModelError:
-struct.error past the end, IndexError before the start. The few tables read
-once per model (the model root, operator codes, options, sparsity,
-signatures) keep the generated accessors.
+its items; a string is a vector of bytes), and any bad offset raises what
+`reading` turns into a ModelError: struct.error past the end, IndexError
+before the start.
+
+The few tables read once per model or per op (the model root, operator
+codes, options, signatures) are read as the `tflite` package's generated
+accessors read them, by a `SchemaTable`: the same reads in the same order,
+so the same defaults and the same failures, without importing a module per
+table. Sparsity parameters, rare, keep the generated classes.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import struct
 from typing import Any
 
 import numpy as np
+
+from tfl2tosa.tflite_import.schema_data import TABLES
 
 # Field kinds for `Table.scalar`, little-endian as flatbuffers stores them.
 BOOL = struct.Struct("<?")
@@ -127,3 +134,116 @@ def int32_tuple(buf: Any, at: int) -> tuple[int, ...]:
 def root(buf: Any) -> Table:
     """The root table of a flatbuffer."""
     return Table(buf, U32.unpack_from(buf, 0)[0])
+
+
+# ---------------------------------------------------------------------------
+# Tables read as flatc's generated Python reads them (flatbuffers.table.Table)
+
+_STRUCTS = {kind: struct.Struct("<" + kind) for kind in "?bBhHiIqQfd"}
+_UOFFSET_MAX = (1 << 32) - 1
+
+
+def _uoffset(n: int) -> int:
+    """flatbuffers' check of an offset before it reads there (number_types.enforce_number)."""
+    if not 0 <= n <= _UOFFSET_MAX:
+        raise TypeError(f"bad number {n} for type uint32")
+    return n
+
+
+# table name -> accessor name -> (vtable slot, kind, value type, default)
+_ACCESSORS: dict[str, dict[str, tuple[int, str, str, Any]]] = {}
+
+
+def accessors(table: str) -> dict[str, tuple[int, str, str, Any]]:
+    """The accessors of `table` (schema_data.TABLES), by name."""
+    found = _ACCESSORS.get(table)
+    if found is None:
+        found = _ACCESSORS[table] = {name: rest for name, *rest in TABLES[table]}
+    return found
+
+
+class SchemaTable:
+    """A table read by its description in `schema_data.TABLES`, as the `tflite`
+    package's class of that name reads it: `t.Version()`, `t.OperatorCodes(i)`,
+    `t.OperatorCodesLength()`, `t.XAsNumpy()` (0 when absent), or
+    `read(accessor)`. Offsets are checked where flatbuffers checks them."""
+
+    __slots__ = ("buf", "pos", "table")
+
+    def __init__(self, table: str, buf: Any, pos: int) -> None:
+        self.table = table
+        self.buf = buf
+        self.pos = _uoffset(pos)
+
+    @classmethod
+    def root(cls, table: str, buf: Any) -> SchemaTable:
+        return cls(table, buf, U32.unpack_from(buf, 0)[0])
+
+    def _get(self, kind: struct.Struct, at: int) -> Any:
+        return kind.unpack_from(self.buf, _uoffset(at))[0]
+
+    def offset(self, slot: int) -> int:
+        """Where field `slot` is, from the table's start (0: absent)."""
+        vtable = self.pos - self._get(I32, self.pos)
+        if slot < self._get(U16, vtable):
+            return self._get(U16, vtable + slot)
+        return 0
+
+    def _vector(self, at: int) -> int:
+        at = _uoffset(at) + self.pos
+        return at + self._get(U32, at) + 4
+
+    def _vector_length(self, at: int) -> int:
+        at = _uoffset(at) + self.pos
+        at += U32.unpack_from(self.buf, at)[0]
+        return U32.unpack_from(self.buf, at)[0]
+
+    def read(self, accessor: str, index: int = 0) -> Any:
+        """What the generated `accessor()` (for a vector, `accessor(index)`) returns."""
+        slot, kind, value_type, default = accessors(self.table)[accessor]
+        at = self.offset(slot)
+        if not at:
+            return default
+        if kind == "number":
+            return self._get(_STRUCTS[value_type], at + self.pos)
+        if kind == "bool":
+            return bool(self._get(_STRUCTS[value_type], at + self.pos))
+        if kind == "string":
+            at = _uoffset(at + self.pos)
+            at += U32.unpack_from(self.buf, at)[0]
+            length = U32.unpack_from(self.buf, at)[0]
+            return bytes(self.buf[at + 4:at + 4 + length])
+        item = self._vector(at)
+        if kind == "vector":
+            size = _STRUCTS[value_type].size
+            return self._get(_STRUCTS[value_type], item + int(index) * size)
+        item += int(index) * 4
+        return SchemaTable(value_type, self.buf, _uoffset(item) + U32.unpack_from(self.buf,
+                                                                                 item)[0])
+
+    def length(self, accessor: str) -> int:
+        """What the generated `<accessor>Length()` returns."""
+        at = self.offset(accessors(self.table)[accessor][0])
+        return self._vector_length(at) if at else 0
+
+    def as_numpy(self, accessor: str) -> np.ndarray | int:
+        """What the generated `<accessor>AsNumpy()` returns: a view, or 0 when absent."""
+        slot, _, value_type, _ = accessors(self.table)[accessor]
+        at = self.offset(slot)
+        if not at:
+            return 0
+        start = self._vector(at)
+        return np.frombuffer(self.buf, dtype=np.dtype("<" + value_type),
+                             count=self._vector_length(at), offset=start)
+
+    def __getattr__(self, name: str) -> Any:
+        """The generated class's method `name`, for code written against it."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        described = accessors(self.table)
+        if name in described:
+            return lambda index=0: self.read(name, index)
+        for suffix, method in (("Length", self.length), ("AsNumpy", self.as_numpy)):
+            if name.endswith(suffix) and name[:-len(suffix)] in described:
+                return lambda: method(name[:-len(suffix)])
+        raise AttributeError(f"{self.table} has no accessor {name!r}")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
-import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
@@ -14,13 +12,12 @@ from tfl2tosa.ir.types import NoneType, TensorType, Type
 from tfl2tosa.tflite_import.schema import (CUSTOM_CODE, SUBGRAPH_ATTR_NAMES, builtin_options,
                                            op_name_for_code)
 from tfl2tosa.tflite_import import flat
-from tfl2tosa.tflite_import.flat import U32, U64, Table
+from tfl2tosa.tflite_import.flat import U32, U64, SchemaTable, Table
 from tfl2tosa.tflite_import.source import (SCHEMA_VERSION, Buffer, checked_length, checked_tables,
                                            operator_code, reading, text)
 from tfl2tosa.tflite_import.tensors import (Buffers, TensorInfo, blockwise_element,
                                             constant_array, empty_array, read_tensor)
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Vtable slots (4 + 2 * field number, schema.fbs order) of the tables read with `flat`.
 _SUBGRAPH_TENSORS, _SUBGRAPH_INPUTS, _SUBGRAPH_OUTPUTS, _SUBGRAPH_OPERATORS, _SUBGRAPH_NAME = \
@@ -86,7 +83,7 @@ class _Names:
 def import_model(buf: Buffer, origin: str, path: str | None) -> Module:
     file_size = len(buf)
     with reading("the model root table"):
-        model = tflite.Model.GetRootAs(buf, 0)
+        model = SchemaTable.root("Model", buf)
         version = model.Version()
         root = flat.root(buf)
     if version != SCHEMA_VERSION:
@@ -152,7 +149,7 @@ def _graph_names(subgraphs: list[Table]) -> list[str]:
     fallback = {f"subgraph_{i}" for i in range(len(raw))}
     names = ["main"]
     for i, name in enumerate(raw[1:], start=1):
-        usable = (_IDENTIFIER.match(name) and counts[name] == 1 and name != "main"
+        usable = (name.isascii() and name.isidentifier() and counts[name] == 1 and name != "main"
                   and name not in fallback)
         names.append(name if usable else f"subgraph_{i}")
     return names

@@ -1,5 +1,6 @@
-"""What the TFLite schema (through the `tflite` package) tells us: op names,
-element types and builtin options turned into attributes.
+"""What the TFLite schema tells us: op names, element types and builtin
+options turned into attributes (the schema as `schema_data.py` describes it,
+generated from the `tflite` package).
 
 Options become attributes generically: every field accessor of the options
 table, snake_cased as in schema.fbs (`StrideH` -> `stride_h`), enum-typed
@@ -10,60 +11,57 @@ from schema.fbs because the generated Python does not record them.
 
 from __future__ import annotations
 
-import re
 import struct
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-import flatbuffers.number_types
 import numpy as np
-import tflite
 
 from tfl2tosa.errors import ModelError
 from tfl2tosa.ir import types as t
 from tfl2tosa.memo import BoundedMemo
-from tfl2tosa.tflite_import.flat import I32, U8, U16, Table
+from tfl2tosa.tflite_import.flat import I32, U8, U16, SchemaTable, Table
+from tfl2tosa.tflite_import.schema_data import ENUMS, TABLES
 from tfl2tosa.tflite_import.source import int_vector, reading, text
 
 
-def _enum_names(enum_class: type) -> dict[int, str]:
-    return {value: name for name, value in vars(enum_class).items()
-            if not name.startswith("_") and isinstance(value, int)}
+def _code(enum: str, name: str) -> int:
+    return next(code for code, text in ENUMS[enum].items() if text == name)
 
 
-BUILTIN_NAMES: dict[int, str] = _enum_names(tflite.BuiltinOperator)
-CUSTOM_CODE = tflite.BuiltinOperator.CUSTOM
+BUILTIN_NAMES: dict[int, str] = ENUMS["BuiltinOperator"]
+CUSTOM_CODE = _code("BuiltinOperator", "CUSTOM")
 # A marker in the schema (the first code that lives only in `builtin_code`), not an op.
-PLACEHOLDER_CODE = tflite.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+PLACEHOLDER_CODE = _code("BuiltinOperator", "PLACEHOLDER_FOR_GREATER_OP_CODES")
 
-TENSOR_TYPE_NAMES = _enum_names(tflite.TensorType)
+TENSOR_TYPE_NAMES = ENUMS["TensorType"]
+_TENSOR_TYPES = {name: code for code, name in TENSOR_TYPE_NAMES.items()}
 
 # TFLite TensorType -> our element type. Schema order.
-ELEMENT_TYPES: dict[int, t.ScalarType] = {
-    tflite.TensorType.FLOAT32: t.f32,
-    tflite.TensorType.FLOAT16: t.f16,
-    tflite.TensorType.INT32: t.i32,
-    tflite.TensorType.UINT8: t.u8,
-    tflite.TensorType.INT64: t.i64,
-    tflite.TensorType.STRING: t.string,
-    tflite.TensorType.BOOL: t.i1,
-    tflite.TensorType.INT16: t.i16,
-    tflite.TensorType.COMPLEX64: t.complex64,
-    tflite.TensorType.INT8: t.i8,
-    tflite.TensorType.FLOAT64: t.f64,
-    tflite.TensorType.COMPLEX128: t.complex128,
-    tflite.TensorType.UINT64: t.u64,
-    tflite.TensorType.RESOURCE: t.resource,
-    tflite.TensorType.VARIANT: t.variant,
-    tflite.TensorType.UINT32: t.u32,
-    tflite.TensorType.UINT16: t.u16,
-    tflite.TensorType.INT4: t.i4,
-    tflite.TensorType.BFLOAT16: t.bf16,
-}
+ELEMENT_TYPES: dict[int, t.ScalarType] = {_TENSOR_TYPES[name]: element for name, element in (
+    ("FLOAT32", t.f32),
+    ("FLOAT16", t.f16),
+    ("INT32", t.i32),
+    ("UINT8", t.u8),
+    ("INT64", t.i64),
+    ("STRING", t.string),
+    ("BOOL", t.i1),
+    ("INT16", t.i16),
+    ("COMPLEX64", t.complex64),
+    ("INT8", t.i8),
+    ("FLOAT64", t.f64),
+    ("COMPLEX128", t.complex128),
+    ("UINT64", t.u64),
+    ("RESOURCE", t.resource),
+    ("VARIANT", t.variant),
+    ("UINT32", t.u32),
+    ("UINT16", t.u16),
+    ("INT4", t.i4),
+    ("BFLOAT16", t.bf16),
+)}
 
 # Enum-typed option fields (schema.fbs), by snake_case field name: the enum's
-# name in the `tflite` package, whose module loads when a model first uses the field.
+# name (schema_data.ENUMS).
 _ENUM_FIELDS: dict[str, str] = {
     "fused_activation_function": "ActivationFunctionType",
     "padding": "Padding",  # scalar only: StableHLO's `padding` is a [long]
@@ -89,25 +87,18 @@ _ENUM_FIELDS: dict[str, str] = {
 }
 
 
-@lru_cache(maxsize=None)
 def _enum_value_names(field: str) -> dict[int, str]:
-    return _enum_names(getattr(tflite, _ENUM_FIELDS[field]))
+    return ENUMS[_ENUM_FIELDS[field]]
 
 # `<x>_subgraph_index` fields also get an attribute `<x>` naming the graph;
 # these take MLIR's TFLite-dialect names instead.
 SUBGRAPH_ATTR_NAMES = {"then": "then_branch", "else": "else_branch",
                        "init": "session_init_function"}
 
-# Options table names by union code; each class loads when a model first uses it.
-_OPTIONS_NAMES = {code: name for code, name in _enum_names(tflite.BuiltinOptions).items()
-                  if name != "NONE"}
-_OPTIONS2_NAMES = {code: name for code, name in _enum_names(tflite.BuiltinOptions2).items()
+# Options table names by union code.
+_OPTIONS_NAMES = {code: name for code, name in ENUMS["BuiltinOptions"].items() if name != "NONE"}
+_OPTIONS2_NAMES = {code: name for code, name in ENUMS["BuiltinOptions2"].items()
                    if name != "NONE"}
-
-
-@lru_cache(maxsize=None)
-def _options_class(name: str) -> type | None:
-    return getattr(tflite, name, None)
 
 
 def op_name_for_code(code: int) -> tuple[str, str]:
@@ -126,27 +117,19 @@ def element_type(type_code: int, what: str) -> t.ScalarType:
 
 
 def snake_case(camel: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
-
-
-_SKIPPED_METHODS = ("Init",)
+    """`StrideH` -> `stride_h`: an underscore before each capital but the first."""
+    return "".join(f"_{c}" if "A" <= c <= "Z" and i else c for i, c in enumerate(camel)).lower()
 
 
 @lru_cache(maxsize=None)
-def _option_fields(options_class: type) -> tuple[tuple[str, str, Callable], ...]:
-    """(attribute name, kind, accessor) per field, in schema order.
+def _option_fields(table: str) -> tuple[tuple[str, str, str], ...]:
+    """(attribute name, kind, accessor name) per field of options table
+    `table`, in schema order.
 
-    kind: "vector" (has an AsNumpy accessor) or "scalar" (numbers, bools, strings).
+    kind: "vector" (of numbers) or "scalar" (numbers, bools, strings).
     """
-    methods = vars(options_class)
-    fields = []
-    for name, method in methods.items():
-        if (not name[:1].isupper() or name in _SKIPPED_METHODS or name.startswith("GetRootAs")
-                or name.endswith(("AsNumpy", "Length", "IsNone", "BufferHasIdentifier"))):
-            continue
-        kind = "vector" if name + "AsNumpy" in methods else "scalar"
-        fields.append((snake_case(name), kind, method))
-    return tuple(fields)
+    return tuple((snake_case(accessor), "vector" if kind == "vector" else "scalar", accessor)
+                 for accessor, _, kind, _, _ in TABLES[table])
 
 
 def _enum_text(field: str, value: int) -> str:
@@ -162,40 +145,30 @@ def _vector_value(options: Any, field: str, accessor_name: str, what: str) -> An
     return tuple(array.tolist())
 
 
-# (options class, its table's bytes) -> attributes, for tables of numbers only.
+# (options table, its table's bytes) -> attributes, for tables of numbers only.
 _DECODED_OPTIONS: BoundedMemo = BoundedMemo()
 _NUMBERS = frozenset({int, float, bool})
 
 
 @lru_cache(maxsize=None)
-def _scalar_widths(options_class: type) -> tuple[int, ...] | None:
+def _scalar_widths(table: str) -> tuple[int, ...] | None:
     """Per field of the vtable, the bytes its accessor reads (0: none), for an
-    options table whose fields are all scalars; None for any other.
-
-    Read from the generated accessors, which flatc writes as
-    `self._tab.Offset(<vtable slot>)` then `self._tab.Get(<number type>, ...)`;
-    an accessor not of that form (a vector, a string, a table) gives None."""
+    options table whose fields are all numbers; None for any other."""
     widths: dict[int, int] = {}
-    for _, kind, accessor in _option_fields(options_class):
-        code = accessor.__code__
-        types = [name for name in code.co_names
-                 if name.endswith("Flags") and name != "UOffsetTFlags"]
-        slots = [c for c in code.co_consts if c.__class__ is int and c >= 4]
-        number_type = getattr(flatbuffers.number_types, types[0], None) if types else None
-        if (kind != "scalar" or len(types) != 1 or len(slots) != 1 or "Get" not in code.co_names
-                or number_type is None or slots[0] % 2):
+    for _, slot, kind, value_type, _ in TABLES[table]:
+        if kind not in ("number", "bool"):
             return None
-        widths[(slots[0] - 4) // 2] = number_type.bytewidth
+        widths[(slot - 4) // 2] = struct.calcsize(value_type)
     return tuple(widths.get(i, 0) for i in range(max(widths, default=-1) + 1))
 
 
-def _numeric_table_key(buf: Any, position: int, options_class: type
-                       ) -> tuple[type, bytes, bytes] | None:
+def _numeric_table_key(buf: Any, position: int, table: str
+                       ) -> tuple[str, bytes, bytes] | None:
     """The bytes that decide a table of scalar fields: its vtable, and its
     inline data up to the end of the last field the vtable places that its
     accessors read. None where the table cannot be read so (it is then
     decoded, and checked, field by field)."""
-    widths = _scalar_widths(options_class)
+    widths = _scalar_widths(table)
     if widths is None:
         return None
     try:
@@ -210,46 +183,44 @@ def _numeric_table_key(buf: Any, position: int, options_class: type
                                     if offset and width])
         if end > len(buf):
             return None
-        return (options_class, bytes(buf[vtable:vtable + vtable_size]),
+        return (table, bytes(buf[vtable:vtable + vtable_size]),
                 bytes(buf[position + 4:end]))
     except (struct.error, IndexError, ValueError):
         return None
 
 
-def options_attrs(buf: Any, position: int, options_class: type, what: str) -> dict[str, Any]:
-    """The fields of one options table (at `position` of `buf`) as attributes.
+def options_attrs(buf: Any, position: int, table: str, what: str) -> dict[str, Any]:
+    """The fields of options table `table` (at `position` of `buf`) as attributes.
 
     Models repeat the same options (a stride, a padding, an activation) op
     after op: a table of numbers only is decoded once per distinct content."""
-    key = _numeric_table_key(buf, position, options_class)
+    key = _numeric_table_key(buf, position, table)
     if key is not None:
         decoded = _DECODED_OPTIONS.get(key)
         if decoded is not None:
             return dict(decoded)
-    attrs, numeric = _decode_options(buf, position, options_class, what)
+    attrs, numeric = _decode_options(buf, position, table, what)
     if key is not None and numeric:
         _DECODED_OPTIONS.keep(key, dict(attrs))
     return attrs
 
 
-def _decode_options(buf: Any, position: int, options_class: type, what: str
+def _decode_options(buf: Any, position: int, table: str, what: str
                     ) -> tuple[dict[str, Any], bool]:
     """The attributes of one options table, and whether every field is a number
     (no vector, string or table: nothing read outside the table itself)."""
-    options = options_class()
-    with reading(f"{what} {options_class.__name__}"):
-        options.Init(buf, position)
+    with reading(f"{what} {table}"):
+        options = SchemaTable(table, buf, position)
     attrs: dict[str, Any] = {}
     numeric = True
-    for field, kind, accessor in _option_fields(options_class):
-        field_what = f"{what} {options_class.__name__}.{field}"
+    for field, kind, accessor in _option_fields(table):
+        field_what = f"{what} {table}.{field}"
         if kind == "vector":
-            camel = accessor.__name__
-            attrs[field] = _vector_value(options, field, camel, field_what)
+            attrs[field] = _vector_value(options, field, accessor, field_what)
             numeric = False
             continue
         with reading(field_what):
-            value = accessor(options)
+            value = options.read(accessor)
         if value.__class__ not in _NUMBERS:
             numeric = False
         if isinstance(value, bytes):
@@ -276,13 +247,12 @@ def builtin_options(op: Table, what: str) -> dict[str, Any]:
             code = op.scalar(type_slot, U8)
             if code == 0:
                 continue
-            name = names.get(code)
-            options_class = _options_class(name) if name else None
-            if options_class is None:
+            table = names.get(code)
+            if table is None:
                 # A union member newer than the `tflite` package: nothing we can decode.
                 continue
             position = op.union_position(table_slot)
             if position is None:
                 continue
-        attrs.update(options_attrs(op.buf, position, options_class, what))
+        attrs.update(options_attrs(op.buf, position, table, what))
     return attrs

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
-from flatbuffers.number_types import Int32Flags
 
 from tfl2tosa.errors import IRError, ModelError
-from tfl2tosa.tflite_import.flat import Table
+from tfl2tosa.tflite_import.flat import SchemaTable, Table
 from tfl2tosa.versions import TFLITE_SCHEMA_VERSION
 
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
@@ -36,7 +35,8 @@ CORRUPTION = (IndexError, KeyError, struct.error, UnicodeDecodeError, ValueError
                OverflowError, AttributeError, IRError)
 
 
-_UNPACK_PAST_END = re.compile(r"at offset (-?\d+) \(actual buffer size is (\d+)\)")
+# struct's message for a read past the end (compiled on the first error only).
+_UNPACK_PAST_END = r"at offset (-?\d+) \(actual buffer size is (\d+)\)"
 
 
 def one_line(text: str) -> str:
@@ -44,7 +44,7 @@ def one_line(text: str) -> str:
 
 
 def _explain(exc: Exception) -> str:
-    past_end = _UNPACK_PAST_END.search(str(exc)) if isinstance(exc, struct.error) else None
+    past_end = re.search(_UNPACK_PAST_END, str(exc)) if isinstance(exc, struct.error) else None
     if past_end:
         return f"offset {past_end[1]} is outside the {past_end[2]}-byte model"
     return one_line(f"{type(exc).__name__}: {exc}")
@@ -177,8 +177,9 @@ def operator_code(entry: Any) -> int:
     old files set only the deprecated byte; AI Edge Quantizer sets only
     builtin_code, also below 127. The `tflite` package's BuiltinCode() returns
     the deprecated byte whenever the stored code is below 127, which reads
-    such a QUANTIZE (114) as ADD (0), so the field is read here directly."""
-    tab = entry._tab
-    offset = tab.Offset(10)  # vtable slot of builtin_code, the table's field 3
-    stored = tab.Get(Int32Flags, tab.Pos + offset) if offset else 0
-    return max(stored, entry.DeprecatedBuiltinCode())
+    such a QUANTIZE (114) as ADD (0); `schema_data` describes the stored field.
+    `entry` is a SchemaTable or, for scripts that read models with the
+    package, its generated OperatorCode."""
+    if not isinstance(entry, SchemaTable):
+        entry = SchemaTable("OperatorCode", entry._tab.Bytes, entry._tab.Pos)
+    return max(entry.read("BuiltinCode"), entry.read("DeprecatedBuiltinCode"))

@@ -19,10 +19,10 @@ Legalization patterns may then take a well-formed op for granted.
 from __future__ import annotations
 
 import math
+import struct
 from functools import lru_cache
 from typing import Any
 
-import flatbuffers
 import numpy as np
 
 from tfl2tosa import limits
@@ -262,16 +262,18 @@ def options_table(schema_name: str) -> str | None:
     return None
 
 
+# A flatbuffer whose root is a table with no fields: its root offset, a vtable
+# of 4 bytes (its own size, the table's size), then the table, its offset back
+# to that vtable.
+_EMPTY_TABLE_ROOT = 8
+_EMPTY_TABLE = struct.pack("<IHHi", _EMPTY_TABLE_ROOT, 4, 4, _EMPTY_TABLE_ROOT - 4)
+
+
 @lru_cache(maxsize=None)
 def _option_defaults(table_name: str) -> tuple[tuple[str, Any], ...]:
     """The schema's default for every field of an options table (read from an empty table)."""
-    options_class = schema._options_class(table_name)
-    builder = flatbuffers.Builder(16)
-    builder.StartObject(0)
-    builder.Finish(builder.EndObject())
-    data = bytes(builder.Output())
-    root = flatbuffers.encode.Get(flatbuffers.packer.uoffset, data, 0)
-    return tuple(schema.options_attrs(data, root, options_class, table_name).items())
+    return tuple(schema.options_attrs(_EMPTY_TABLE, _EMPTY_TABLE_ROOT, table_name,
+                                      table_name).items())
 
 
 @lru_cache(maxsize=None)

@@ -12,7 +12,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import tflite
 
 from tfl2tosa.errors import IRError, ModelError
 from tfl2tosa.ir import types as t
@@ -42,6 +41,7 @@ _I64 = struct.Struct("<q")  # one zero point
 @lru_cache(maxsize=None)
 def _sparsity_enums() -> tuple[dict[int, str], dict[int, type]]:
     """DimensionType names and SparseIndexVector classes (loaded for sparse models only)."""
+    tflite = generated_package()
     return ({tflite.DimensionType.DENSE: "DENSE", tflite.DimensionType.SPARSE_CSR: "SPARSE_CSR"},
             {tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
              tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
@@ -209,7 +209,7 @@ def read_tensor_checked(tensor: Table, index: int, where: str, file_size: int) -
         tensor_type = TensorType(shape, element)
     except IRError as exc:
         raise ModelError(f"corrupt model: {what}: {one_line(exc)}") from None
-    sparsity = (read_sparsity(_generated(tflite.SparsityParameters, tensor.buf,
+    sparsity = (read_sparsity(_generated(generated_package().SparsityParameters, tensor.buf,
                                          sparsity_position), what, file_size)
                 if sparsity_position else None)
     blockwise = _blockwise_details(quantization, what) if quantization else None
@@ -217,6 +217,13 @@ def read_tensor_checked(tensor: Table, index: int, where: str, file_size: int) -
     return TensorInfo(index, name, tensor_type, buffer, is_variable, sparsity,
                       signature_dims if signature_dims and signature_dims != shape else None,
                       blockwise)
+
+
+def generated_package() -> Any:
+    """The `tflite` package (its generated classes load one by one, on first use)."""
+    from tfl2tosa.tflite_import import tflite_package
+
+    return tflite_package()
 
 
 def _generated(table_class: type, buf: Buffer, position: int) -> Any:
