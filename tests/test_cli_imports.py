@@ -14,6 +14,9 @@ change them).
   tfl2tosa/cli/fast.py), and `convert` of a model without sparse tensors no
   module of the `tflite` package: the importer reads tables by its own reader
   and the schema description (tflite_import/flat.py, schema_data.py).
+- A `.tosa` convert loads neither the MLIR printer, flatc's reader classes nor
+  the flatbuffers package (the writer builds with tosa/fbs/builder.py and
+  flatc's builder functions, generated without that import).
 """
 
 from __future__ import annotations
@@ -137,3 +140,4 @@ def test_a_tosa_convert_loads_neither_the_mlir_printer_nor_the_fbs_readers(tmp_p
     assert "tfl2tosa.tosa.writer" in modules["all"]
     for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated"):
         assert unused not in modules["all"]
+    assert "flatbuffers" not in modules["top"]

@@ -8,7 +8,10 @@ next to the Python interpreter (tosa-tools installs one) and then on PATH.
 `tosa_builders.py` is flatc's output less the reader classes: the enums and
 the `<Table>Start` / `<Table>Add<Field>` / `<Table>End` functions, all that
 the writer uses. Every conversion imports the writer, and the reader classes
-are most of what importing the whole generated module costs.
+are most of what importing the whole generated module costs. The builder
+functions' one use of the flatbuffers package, converting an offset with
+`flatbuffers.number_types.UOffsetTFlags.py_type` (which is `int`), is written
+as `int`, so a conversion does not import that package either.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ BUILDERS_HEADER = """\
 
 # flatc's numpy probe: only reader classes would use `np`.
 _NUMPY_PROBE = ("from flatbuffers.compat import import_numpy\n", "np = import_numpy()\n")
+_FLATBUFFERS_IMPORT = "import flatbuffers\n"
+# The offset conversion of flatc's builder functions, and what it is (checked by
+# `builders`, so a flatbuffers release that changes it fails the generation).
+_OFFSET_CONVERSION = "flatbuffers.number_types.UOffsetTFlags.py_type("
 
 
 def find_flatc() -> str:
@@ -66,15 +73,24 @@ def generate() -> str:
 
 
 def builders(generated: str) -> str:
-    """flatc's output without its reader classes (a class with a `_tab` slot)
-    and without the numpy probe."""
+    """flatc's output without its reader classes (a class with a `_tab` slot),
+    the numpy probe and the flatbuffers import (its offset conversion is `int`)."""
+    import flatbuffers
+
+    if flatbuffers.number_types.UOffsetTFlags.py_type is not int:
+        raise SystemExit("flatbuffers' UOffsetTFlags.py_type is no longer int: "
+                         "tosa_builders.py cannot write it as int")
     lines = generated.splitlines(keepends=True)
     dropped: set[int] = set()
     for node in ast.parse(generated).body:
         if isinstance(node, ast.ClassDef) and _is_reader(node):
             dropped.update(range(node.lineno - 1, node.end_lineno or node.lineno))
-    kept = [line for i, line in enumerate(lines) if i not in dropped and line not in _NUMPY_PROBE]
-    text = "".join(kept)
+    kept = [line for i, line in enumerate(lines)
+            if i not in dropped and line not in _NUMPY_PROBE and line != _FLATBUFFERS_IMPORT]
+    text = "".join(kept).replace(_OFFSET_CONVERSION, "int(")
+    if "flatbuffers" in text:
+        raise SystemExit("flatc's builder functions use flatbuffers in a new way: "
+                         "see tfl2tosa/tosa/fbs/generate.py")
     while "\n\n\n\n" in text:
         text = text.replace("\n\n\n\n", "\n\n\n")
     return BUILDERS_HEADER + text

@@ -6,7 +6,6 @@
 
 # namespace: tosa
 
-import flatbuffers
 
 class DType(object):
     UNKNOWN = 0
@@ -218,19 +217,19 @@ def AvgPool2dAttributeStart(builder):
     builder.StartObject(4)
 
 def AvgPool2dAttributeAddKernel(builder, kernel):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(kernel), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(kernel), 0)
 
 def AvgPool2dAttributeStartKernelVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def AvgPool2dAttributeAddStride(builder, stride):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(stride), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(stride), 0)
 
 def AvgPool2dAttributeStartStrideVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def AvgPool2dAttributeAddPad(builder, pad):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(pad), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(pad), 0)
 
 def AvgPool2dAttributeStartPadVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -246,19 +245,19 @@ def Conv2dAttributeStart(builder):
     builder.StartObject(5)
 
 def Conv2dAttributeAddPad(builder, pad):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(pad), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(pad), 0)
 
 def Conv2dAttributeStartPadVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def Conv2dAttributeAddStride(builder, stride):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(stride), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(stride), 0)
 
 def Conv2dAttributeStartStrideVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def Conv2dAttributeAddDilation(builder, dilation):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(dilation), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(dilation), 0)
 
 def Conv2dAttributeStartDilationVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -277,19 +276,19 @@ def Conv3dAttributeStart(builder):
     builder.StartObject(5)
 
 def Conv3dAttributeAddPad(builder, pad):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(pad), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(pad), 0)
 
 def Conv3dAttributeStartPadVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def Conv3dAttributeAddStride(builder, stride):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(stride), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(stride), 0)
 
 def Conv3dAttributeStartStrideVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def Conv3dAttributeAddDilation(builder, dilation):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(dilation), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(dilation), 0)
 
 def Conv3dAttributeStartDilationVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -308,19 +307,19 @@ def DepthwiseConv2dAttributeStart(builder):
     builder.StartObject(5)
 
 def DepthwiseConv2dAttributeAddPad(builder, pad):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(pad), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(pad), 0)
 
 def DepthwiseConv2dAttributeStartPadVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def DepthwiseConv2dAttributeAddStride(builder, stride):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(stride), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(stride), 0)
 
 def DepthwiseConv2dAttributeStartStrideVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def DepthwiseConv2dAttributeAddDilation(builder, dilation):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(dilation), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(dilation), 0)
 
 def DepthwiseConv2dAttributeStartDilationVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -359,19 +358,19 @@ def MaxPool2dAttributeStart(builder):
     builder.StartObject(4)
 
 def MaxPool2dAttributeAddKernel(builder, kernel):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(kernel), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(kernel), 0)
 
 def MaxPool2dAttributeStartKernelVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def MaxPool2dAttributeAddStride(builder, stride):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(stride), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(stride), 0)
 
 def MaxPool2dAttributeStartStrideVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def MaxPool2dAttributeAddPad(builder, pad):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(pad), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(pad), 0)
 
 def MaxPool2dAttributeStartPadVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -397,13 +396,13 @@ def TransposeConv2dAttributeStart(builder):
     builder.StartObject(4)
 
 def TransposeConv2dAttributeAddOutPad(builder, outPad):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(outPad), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(outPad), 0)
 
 def TransposeConv2dAttributeStartOutPadVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TransposeConv2dAttributeAddStride(builder, stride):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(stride), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(stride), 0)
 
 def TransposeConv2dAttributeStartStrideVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -422,13 +421,13 @@ def ClampAttributeStart(builder):
     builder.StartObject(3)
 
 def ClampAttributeAddMinVal(builder, minVal):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(minVal), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(minVal), 0)
 
 def ClampAttributeStartMinValVector(builder, numElems):
     return builder.StartVector(1, numElems, 1)
 
 def ClampAttributeAddMaxVal(builder, maxVal):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(maxVal), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(maxVal), 0)
 
 def ClampAttributeStartMaxValVector(builder, numElems):
     return builder.StartVector(1, numElems, 1)
@@ -826,7 +825,7 @@ def TransposeAttributeStart(builder):
     builder.StartObject(1)
 
 def TransposeAttributeAddPerms(builder, perms):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(perms), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(perms), 0)
 
 def TransposeAttributeStartPermsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -906,13 +905,13 @@ def CustomAttributeStart(builder):
     builder.StartObject(3)
 
 def CustomAttributeAddOperatorName(builder, operatorName):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(operatorName), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(operatorName), 0)
 
 def CustomAttributeAddDomainName(builder, domainName):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(domainName), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(domainName), 0)
 
 def CustomAttributeAddImplementationAttrs(builder, implementationAttrs):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(implementationAttrs), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(implementationAttrs), 0)
 
 def CustomAttributeStartImplementationAttrsVector(builder, numElems):
     return builder.StartVector(1, numElems, 1)
@@ -925,10 +924,10 @@ def CondIfAttributeStart(builder):
     builder.StartObject(2)
 
 def CondIfAttributeAddThenGraph(builder, thenGraph):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(thenGraph), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(thenGraph), 0)
 
 def CondIfAttributeAddElseGraph(builder, elseGraph):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(elseGraph), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(elseGraph), 0)
 
 def CondIfAttributeEnd(builder):
     return builder.EndObject()
@@ -938,10 +937,10 @@ def WhileLoopAttributeStart(builder):
     builder.StartObject(2)
 
 def WhileLoopAttributeAddCondGraph(builder, condGraph):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(condGraph), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(condGraph), 0)
 
 def WhileLoopAttributeAddBodyGraph(builder, bodyGraph):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(bodyGraph), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(bodyGraph), 0)
 
 def WhileLoopAttributeEnd(builder):
     return builder.EndObject()
@@ -998,10 +997,10 @@ def TosaTensorStart(builder):
     builder.StartObject(9)
 
 def TosaTensorAddName(builder, name):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(name), 0)
 
 def TosaTensorAddShape(builder, shape):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(shape), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(shape), 0)
 
 def TosaTensorStartShapeVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -1010,7 +1009,7 @@ def TosaTensorAddType(builder, type):
     builder.PrependUint32Slot(2, type, 0)
 
 def TosaTensorAddData(builder, data):
-    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(data), 0)
+    builder.PrependUOffsetTRelativeSlot(3, int(data), 0)
 
 def TosaTensorStartDataVector(builder, numElems):
     return builder.StartVector(1, numElems, 1)
@@ -1022,7 +1021,7 @@ def TosaTensorAddIsUnranked(builder, isUnranked):
     builder.PrependBoolSlot(5, isUnranked, 0)
 
 def TosaTensorAddVariableName(builder, variableName):
-    builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(variableName), 0)
+    builder.PrependUOffsetTRelativeSlot(6, int(variableName), 0)
 
 def TosaTensorAddOffset(builder, offset):
     builder.PrependUint64Slot(7, offset, 0)
@@ -1038,13 +1037,13 @@ def TosaShapeStart(builder):
     builder.StartObject(3)
 
 def TosaShapeAddName(builder, name):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(name), 0)
 
 def TosaShapeAddRank(builder, rank):
     builder.PrependUint32Slot(1, rank, 0)
 
 def TosaShapeAddData(builder, data):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(data), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(data), 0)
 
 def TosaShapeStartDataVector(builder, numElems):
     return builder.StartVector(1, numElems, 1)
@@ -1057,7 +1056,7 @@ def OpLocationStart(builder):
     builder.StartObject(1)
 
 def OpLocationAddText(builder, text):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(text), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(text), 0)
 
 def OpLocationEnd(builder):
     return builder.EndObject()
@@ -1073,22 +1072,22 @@ def TosaOperatorAddAttributeType(builder, attributeType):
     builder.PrependUint8Slot(1, attributeType, 0)
 
 def TosaOperatorAddAttribute(builder, attribute):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(attribute), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(attribute), 0)
 
 def TosaOperatorAddInputs(builder, inputs):
-    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(inputs), 0)
+    builder.PrependUOffsetTRelativeSlot(3, int(inputs), 0)
 
 def TosaOperatorStartInputsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaOperatorAddOutputs(builder, outputs):
-    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(outputs), 0)
+    builder.PrependUOffsetTRelativeSlot(4, int(outputs), 0)
 
 def TosaOperatorStartOutputsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaOperatorAddLocation(builder, location):
-    builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(location), 0)
+    builder.PrependUOffsetTRelativeSlot(5, int(location), 0)
 
 def TosaOperatorEnd(builder):
     return builder.EndObject()
@@ -1098,34 +1097,34 @@ def TosaBasicBlockStart(builder):
     builder.StartObject(6)
 
 def TosaBasicBlockAddName(builder, name):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(name), 0)
 
 def TosaBasicBlockAddOperators(builder, operators):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(operators), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(operators), 0)
 
 def TosaBasicBlockStartOperatorsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaBasicBlockAddTensors(builder, tensors):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(tensors), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(tensors), 0)
 
 def TosaBasicBlockStartTensorsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaBasicBlockAddInputs(builder, inputs):
-    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(inputs), 0)
+    builder.PrependUOffsetTRelativeSlot(3, int(inputs), 0)
 
 def TosaBasicBlockStartInputsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaBasicBlockAddOutputs(builder, outputs):
-    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(outputs), 0)
+    builder.PrependUOffsetTRelativeSlot(4, int(outputs), 0)
 
 def TosaBasicBlockStartOutputsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaBasicBlockAddShapes(builder, shapes):
-    builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(shapes), 0)
+    builder.PrependUOffsetTRelativeSlot(5, int(shapes), 0)
 
 def TosaBasicBlockStartShapesVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -1138,10 +1137,10 @@ def TosaRegionStart(builder):
     builder.StartObject(2)
 
 def TosaRegionAddName(builder, name):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(name), 0)
 
 def TosaRegionAddBlocks(builder, blocks):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(blocks), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(blocks), 0)
 
 def TosaRegionStartBlocksVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
@@ -1163,7 +1162,7 @@ def SoftwareVersionAdd_Micro(builder, _Micro):
     builder.PrependInt32Slot(2, _Micro, -1)
 
 def SoftwareVersionAdd_Modifier(builder, _Modifier):
-    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(_Modifier), 0)
+    builder.PrependUOffsetTRelativeSlot(3, int(_Modifier), 0)
 
 def SoftwareVersionEnd(builder):
     return builder.EndObject()
@@ -1173,7 +1172,7 @@ def SerializationCompatibilityStart(builder):
     builder.StartObject(2)
 
 def SerializationCompatibilityAddMinReaderVersion(builder, minReaderVersion):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(minReaderVersion), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(minReaderVersion), 0)
 
 def SerializationCompatibilityAddFeatures(builder, features):
     builder.PrependUint64Slot(1, features, 0)
@@ -1186,19 +1185,19 @@ def TosaGraphStart(builder):
     builder.StartObject(4)
 
 def TosaGraphAddVersion(builder, version):
-    builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(version), 0)
+    builder.PrependUOffsetTRelativeSlot(0, int(version), 0)
 
 def TosaGraphAddRegions(builder, regions):
-    builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(regions), 0)
+    builder.PrependUOffsetTRelativeSlot(1, int(regions), 0)
 
 def TosaGraphStartRegionsVector(builder, numElems):
     return builder.StartVector(4, numElems, 4)
 
 def TosaGraphAddSoftwareVersion(builder, softwareVersion):
-    builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(softwareVersion), 0)
+    builder.PrependUOffsetTRelativeSlot(2, int(softwareVersion), 0)
 
 def TosaGraphAddCompatibility(builder, compatibility):
-    builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(compatibility), 0)
+    builder.PrependUOffsetTRelativeSlot(3, int(compatibility), 0)
 
 def TosaGraphEnd(builder):
     return builder.EndObject()
