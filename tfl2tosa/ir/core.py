@@ -193,7 +193,17 @@ class Graph:
         Ops with side effects (`attrs["side_effect"]`, or the known stateful
         names in SIDE_EFFECT_OPS) are kept. Returns the number removed.
         """
+        # An op only dies after an op dead from the start is removed, so a graph
+        # without one is left as it is. Most ops have one result, and it is
+        # used: one comprehension picks the others, the ones to look at closely.
+        suspects = [op for op in self.ops if len(results := op.results) != 1 or not results[0].uses]
+        if not suspects:
+            return 0
         live_outputs = {id(v) for v in self.outputs}
+        if not any(not any(v.uses or id(v) in live_outputs for v in op.results)
+                   and op.name not in SIDE_EFFECT_OPS and not op.attrs.get("side_effect")
+                   for op in suspects):
+            return 0
         kept: list[Op] = []
         removed = 0
         for op in reversed(self.ops):
