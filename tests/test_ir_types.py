@@ -342,6 +342,21 @@ def test_equal_tensor_types_are_one_object_however_made():
     assert {a: 1}[TensorType((3, 2), element)] == 1
 
 
+def test_equal_scalar_types_are_one_object_however_made():
+    import copy
+    import pickle
+
+    from tfl2tosa.ir.types import ScalarType
+
+    assert ScalarType("i8", 8, "signed") is i8 is scalar_type("i8")
+    assert pickle.loads(pickle.dumps(i8)) is i8 and copy.deepcopy(i8) is i8
+    assert i16.replace(name="i8", bits=8) is i8
+    quantized = pickle.loads(pickle.dumps(UniformQuantized(u8, f32, 0.5, 3)))
+    assert quantized.storage is u8 and quantized.expressed is f32
+    assert quantized == UniformQuantized(u8, f32, 0.5, 3)
+    assert i8 != i16 and i8 != "i8"
+
+
 def test_an_unused_tensor_type_is_forgotten():
     # The table of tensor types holds them weakly: a long-lived process keeps
     # only the types still in use.

@@ -127,15 +127,31 @@ class Frozen(Record):
 
 
 class ScalarType(Frozen):
-    """A scalar element type, named as MLIR names it (`f32`, `i8`, `ui8`, ...)."""
+    """A scalar element type, named as MLIR names it (`f32`, `i8`, `ui8`, ...).
+
+    Interned as TensorType is: one object per distinct scalar type (the few
+    below, kept for good), compared and hashed by identity.
+    """
 
     _fields = __match_args__ = ("name", "bits", "kind")
     name: str
     bits: int
     kind: str  # "float" | "signed" | "unsigned" | "bool" | "complex" | "opaque"
 
-    def __init__(self, name: str, bits: int, kind: str) -> None:
-        self._set(name, bits, kind)
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __new__(cls, name: str, bits: int, kind: str) -> ScalarType:
+        key = (name, bits, kind)
+        known = _SCALAR_TYPES.get(key)
+        if known is None:
+            known = object.__new__(cls)
+            known._set(name, bits, kind)
+            known = _SCALAR_TYPES.setdefault(key, known)
+        return known
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ScalarType, self._k
 
     def __str__(self) -> str:
         return self.name
@@ -170,6 +186,9 @@ class ScalarType(Frozen):
             return 1
         raise IRError(f"{self.name} has no integer range")
 
+
+# (name, bits, kind) -> the one ScalarType of them
+_SCALAR_TYPES: dict[tuple[str, int, str], ScalarType] = {}
 
 f64 = ScalarType("f64", 64, "float")
 f32 = ScalarType("f32", 32, "float")
