@@ -259,6 +259,21 @@ class TestGraph:
         assert [u.name for u, _ in x.uses] == ["tosa.variable_write", "tfl.custom_thing",
                                                "tosa.negate"]
 
+    def test_erase_dead_ops_judges_ops_of_several_or_no_results(self):
+        graph = Graph("g")
+        x = graph.add_input("x", T)
+        output_pair = graph.append(Op("test.split", [x], [T, T]))
+        used_pair = graph.append(Op("test.split", [x], [T, T]))
+        dead_pair = graph.append(Op("test.split", [x], [T, T]))
+        graph.append(Op("tosa.abs", [dead_pair.results[1]], [T]))
+        graph.append(Op("test.nothing", [x], []))
+        user = graph.append(Op("tosa.floor", [used_pair.results[0]], [T]))
+        graph.set_outputs([output_pair.results[1], user.result])
+        assert graph.erase_dead_ops() == 3
+        assert graph.ops == [output_pair, used_pair, user]
+        assert graph.erase_dead_ops() == 0
+        assert graph.ops == [output_pair, used_pair, user]
+
     def test_verify_structure_finds_use_before_definition(self):
         graph = Graph("g")
         x = graph.add_input("x", T)

@@ -319,3 +319,69 @@ def test_types_are_values():
     b = TensorType([2], UniformQuantized(i8, f32, 0.5, 1))
     assert a == b and hash(a) == hash(b)
     assert a != TensorType((2,), UniformQuantized(i8, f32, 0.5, 2))
+
+
+def test_equal_tensor_types_are_one_object_however_made():
+    # Tensor types compare and hash by identity, so every way of making one
+    # must give back the one object of its value.
+    import copy
+    import pickle
+
+    element = UniformQuantizedPerAxis(i8, f32, 1, (0.5, 0.25), (0, 0))
+    a = TensorType((3, 2), element)
+    assert TensorType([3, 2], UniformQuantizedPerAxis(i8, f32, 1, [0.5, 0.25], [0, 0])) is a
+    assert TensorType(np.array([3, 2]), element) is a
+    assert pickle.loads(pickle.dumps(a)) is a
+    assert copy.copy(a) is a and copy.deepcopy(a) is a
+    assert a.replace(shape=(4, 2)).replace(shape=(3, 2)) is a
+    assert TensorType((3, 2), f32).with_element(element) is a
+    assert a.with_element(i8) is TensorType((3, 2), i8) is a.replace(element=i8)
+    assert a.with_shape((3, 2)) is a
+    assert TensorType((3, 2), i16) is not TensorType((3, 2), i8)
+    assert TensorType(None, i8) is not TensorType((), i8)
+    assert {a: 1}[TensorType((3, 2), element)] == 1
+
+
+def test_equal_scalar_types_are_one_object_however_made():
+    import copy
+    import pickle
+
+    from tfl2tosa.ir.types import ScalarType
+
+    assert ScalarType("i8", 8, "signed") is i8 is scalar_type("i8")
+    assert pickle.loads(pickle.dumps(i8)) is i8 and copy.deepcopy(i8) is i8
+    assert i16.replace(name="i8", bits=8) is i8
+    quantized = pickle.loads(pickle.dumps(UniformQuantized(u8, f32, 0.5, 3)))
+    assert quantized.storage is u8 and quantized.expressed is f32
+    assert quantized == UniformQuantized(u8, f32, 0.5, 3)
+    assert i8 != i16 and i8 != "i8"
+
+
+def test_an_unused_tensor_type_is_forgotten():
+    # The table of tensor types holds them weakly: a long-lived process keeps
+    # only the types still in use.
+    import gc
+
+    from tfl2tosa.ir import types
+
+    def known(shape: tuple[int, ...]) -> bool:
+        return (shape, i16) in types._TENSOR_TYPES
+
+    kept = TensorType((17, 5, 3), i16)
+    TensorType((17, 5, 4), i16)
+    gc.collect()
+    assert known((17, 5, 3)) and not known((17, 5, 4))
+    assert TensorType((17, 5, 3), i16) is kept
+    del kept
+    gc.collect()
+    assert not known((17, 5, 3))
+
+
+def test_invalid_tensor_types_are_refused_every_time():
+    # A refused type is never entered in the table, so asking again refuses it again.
+    element = UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.25), (0, 0))
+    for _ in range(2):
+        with pytest.raises(IRError, match="has size 3 but 2 scales"):
+            TensorType((3,), element)
+        with pytest.raises(IRError, match="invalid tensor shape"):
+            TensorType((-2,), i8)

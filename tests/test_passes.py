@@ -223,6 +223,24 @@ def test_strip_makes_no_casts_that_fold_straight_back():
     assert canonicalize(module) == 0
 
 
+@pytest.mark.parametrize("quantized_input", [False, True], ids=["float_graph", "quantized_graph"])
+def test_strip_holds_unsigned_constants_as_signless_storage(quantized_input):
+    # TOSA's integers are signless: ui8 bytes 200 and 3 are read as i8 -56 and 3
+    # (two's complement), whether or not the graph has a quantized value.
+    module = Module()
+    graph = module.add_graph(Graph("f"))
+    x = graph.add_input("x", TensorType((2,), Q_IN if quantized_input else f32))
+    b = Builder(graph)
+    weights = b.create("tosa.const", [], [TensorType((2,), u8)],
+                       {"values": np.array([200, 3], np.uint8)}).result
+    out = b.op("test.use", [x, weights], TensorType((2,), f32))
+    graph.set_outputs([out])
+    strip_func_quant_types(module)
+    payload = weights.owner.attrs["values"]
+    assert payload.dtype == np.int8 and payload.tolist() == [-56, 3]
+    assert [op.name for op in graph.ops] == ["tosa.const", "test.use"]
+
+
 # ---------------------------------------------------------------------------
 # canonicalize: each fold and each non-fold of MLIR's canonicalize.mlir
 

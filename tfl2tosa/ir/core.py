@@ -9,7 +9,8 @@ rewrite replaces uses without scanning the graph.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from itertools import chain, repeat
+from itertools import chain, filterfalse, repeat
+from operator import attrgetter
 from typing import Any
 
 from tfl2tosa.errors import IRError
@@ -194,6 +195,14 @@ class Graph:
         names in SIDE_EFFECT_OPS) are kept. Returns the number removed.
         """
         live_outputs = {id(v) for v in self.outputs}
+        # An op only dies after an op dead from the start is removed. Where every
+        # op has results and every result is used or a graph output, none is:
+        # map, chain and filterfalse find that without a Python step per op.
+        ops = self.ops
+        if all(map(_RESULTS, ops)) and all(
+                id(v) in live_outputs
+                for v in filterfalse(_USES, chain.from_iterable(map(_RESULTS, ops)))):
+            return 0
         kept: list[Op] = []
         removed = 0
         for op in reversed(self.ops):
@@ -243,6 +252,10 @@ SIDE_EFFECT_OPS = frozenset({
     "tfl.assign_variable", "tfl.call_once", "tosa.variable", "tosa.variable_write",
     "tosa.variable_read", "tosa.custom", "tosa.while_loop", "tosa.cond_if",
 })
+
+
+_RESULTS = attrgetter("results")  # an op's
+_USES = attrgetter("uses")  # a value's
 
 
 class Module:

@@ -7,7 +7,9 @@ shortest round-trip `repr`, so a printed type parses back to the same double.
 
 from __future__ import annotations
 
+import _thread
 import math
+import weakref
 from typing import Any, Union
 
 import numpy as np
@@ -125,15 +127,31 @@ class Frozen(Record):
 
 
 class ScalarType(Frozen):
-    """A scalar element type, named as MLIR names it (`f32`, `i8`, `ui8`, ...)."""
+    """A scalar element type, named as MLIR names it (`f32`, `i8`, `ui8`, ...).
+
+    Interned as TensorType is: one object per distinct scalar type (the few
+    below, kept for good), compared and hashed by identity.
+    """
 
     _fields = __match_args__ = ("name", "bits", "kind")
     name: str
     bits: int
     kind: str  # "float" | "signed" | "unsigned" | "bool" | "complex" | "opaque"
 
-    def __init__(self, name: str, bits: int, kind: str) -> None:
-        self._set(name, bits, kind)
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __new__(cls, name: str, bits: int, kind: str) -> ScalarType:
+        key = (name, bits, kind)
+        known = _SCALAR_TYPES.get(key)
+        if known is None:
+            known = object.__new__(cls)
+            known._set(name, bits, kind)
+            known = _SCALAR_TYPES.setdefault(key, known)
+        return known
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ScalarType, self._k
 
     def __str__(self) -> str:
         return self.name
@@ -168,6 +186,9 @@ class ScalarType(Frozen):
             return 1
         raise IRError(f"{self.name} has no integer range")
 
+
+# (name, bits, kind) -> the one ScalarType of them
+_SCALAR_TYPES: dict[tuple[str, int, str], ScalarType] = {}
 
 f64 = ScalarType("f64", 64, "float")
 f32 = ScalarType("f32", 32, "float")
@@ -461,40 +482,34 @@ DYNAMIC = -1
 
 
 class TensorType(Frozen):
-    """A tensor type: `shape` is a tuple (-1 marks a dynamic dim), or None if unranked."""
+    """A tensor type: `shape` is a tuple (-1 marks a dynamic dim), or None if unranked.
+
+    Interned: equal tensor types are one object while any of them lives, so
+    they compare and hash by identity, in C (every pass keys dicts by types).
+    Every way to make one (the constructor, `with_element`, `replace`,
+    unpickling, copying) goes through `_interned`.
+    """
 
     _fields = __match_args__ = ("shape", "element")
     shape: tuple[int, ...] | None
     element: ElementType
 
-    def __init__(self, shape: tuple[int, ...] | None, element: ElementType) -> None:
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __new__(cls, shape: tuple[int, ...] | None, element: ElementType) -> TensorType:
         if shape is not None:
             shape = tuple(map(int, shape))
-            if shape and min(shape) < DYNAMIC:
-                raise IRError(f"invalid tensor shape {shape}")
-        state = self.__dict__  # _set, written out: the type made most often
-        state["shape"] = shape
-        state["element"] = element
-        state["_k"] = (shape, element)
-        if element.__class__ is ScalarType or shape is None:
-            return
-        # MLIR's per-axis integrity rules; an unranked tensor is allowed (its
-        # rank and axis size are only known at run time).
-        if isinstance(element, UniformQuantizedPerAxis):
-            axis = element.axis
-            if axis >= len(shape):
-                raise IRError(f"quantized dimension {axis} is out of range for rank "
-                              f"{len(shape)}")
-            size = shape[axis]
-            if size != DYNAMIC and size != len(element.scales):
-                raise IRError(f"quantized dimension {axis} has size {size} but "
-                              f"{len(element.scales)} scales are given")
-        if isinstance(element, UniformQuantizedBlockwise):
-            blocks = element.scales_shape
-            expected = shape[:-1] + (shape[-1] // element.block_size,) if shape else ()
-            if not shape or shape[-1] % element.block_size or blocks != expected:
-                raise IRError(f"blocks of {element.block_size} along the last axis of shape "
-                              f"{list(shape)} need {list(expected)} scales, got {list(blocks)}")
+        ref = _TENSOR_TYPES.get((shape, element))
+        if ref is not None:
+            known = ref()
+            if known is not None:
+                return known
+        _check_tensor_type(shape, element)
+        return _interned(shape, element)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TensorType, (self.shape, self.element)
 
     @property
     def rank(self) -> int | None:
@@ -515,12 +530,9 @@ class TensorType(Frozen):
             return TensorType(self.shape, element)
         # This shape passed its checks when this type was made, and a plain
         # element brings none.
-        new = _new_tensor_type(TensorType)
-        state = new.__dict__
-        state["shape"] = shape = self.shape
-        state["element"] = element
-        state["_k"] = (shape, element)
-        return new
+        ref = _TENSOR_TYPES.get((self.shape, element))
+        known = ref() if ref is not None else None
+        return known if known is not None else _interned(self.shape, element)
 
     def with_shape(self, shape: tuple[int, ...] | None) -> TensorType:
         return TensorType(shape, self.element)
@@ -532,7 +544,69 @@ class TensorType(Frozen):
         return f"tensor<{dims}{self.element}>"
 
 
-_new_tensor_type = object.__new__
+def _check_tensor_type(shape: tuple[int, ...] | None, element: ElementType) -> None:
+    if shape is None:
+        return
+    if shape and min(shape) < DYNAMIC:
+        raise IRError(f"invalid tensor shape {shape}")
+    if element.__class__ is ScalarType:
+        return
+    # MLIR's per-axis integrity rules; an unranked tensor is allowed (its
+    # rank and axis size are only known at run time).
+    if isinstance(element, UniformQuantizedPerAxis):
+        axis = element.axis
+        if axis >= len(shape):
+            raise IRError(f"quantized dimension {axis} is out of range for rank "
+                          f"{len(shape)}")
+        size = shape[axis]
+        if size != DYNAMIC and size != len(element.scales):
+            raise IRError(f"quantized dimension {axis} has size {size} but "
+                          f"{len(element.scales)} scales are given")
+    if isinstance(element, UniformQuantizedBlockwise):
+        blocks = element.scales_shape
+        expected = shape[:-1] + (shape[-1] // element.block_size,) if shape else ()
+        if not shape or shape[-1] % element.block_size or blocks != expected:
+            raise IRError(f"blocks of {element.block_size} along the last axis of shape "
+                          f"{list(shape)} need {list(expected)} scales, got {list(blocks)}")
+
+
+class _TypeRef(weakref.ref):
+    """A weak reference to an interned TensorType that knows its table key."""
+
+    __slots__ = ("key",)
+
+
+# (shape, element) -> a weak reference to the one TensorType of them. Weak, so
+# that a long-lived process converting model after model keeps only the types
+# still in use; an entry goes when its type does.
+_TENSOR_TYPES: dict[tuple[Any, ...], _TypeRef] = {}
+_INTERNING = _thread.allocate_lock()
+
+
+def _forget(ref: _TypeRef) -> None:
+    # A newer entry may have taken the key while this one waited to be collected.
+    if _TENSOR_TYPES.get(ref.key) is ref:
+        del _TENSOR_TYPES[ref.key]
+
+
+def _interned(shape: tuple[int, ...] | None, element: ElementType) -> TensorType:
+    """The TensorType of a checked shape tuple and `element`: the existing one, or
+    a new one entered in the table."""
+    key = (shape, element)
+    with _INTERNING:  # two threads making the same type make one
+        ref = _TENSOR_TYPES.get(key)
+        known = ref() if ref is not None else None
+        if known is not None:
+            return known
+        new = object.__new__(TensorType)
+        state = new.__dict__
+        state["shape"] = shape
+        state["element"] = element
+        state["_k"] = key
+        ref = _TypeRef(new, _forget)
+        ref.key = key
+        _TENSOR_TYPES[key] = ref
+        return new
 
 
 class ShapeType(Frozen):

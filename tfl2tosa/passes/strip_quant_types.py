@@ -27,9 +27,11 @@ no pass after this one names values.
 
 from __future__ import annotations
 
-import numpy as np
-
+from itertools import chain
+from operator import attrgetter
 from typing import cast
+
+import numpy as np
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
@@ -38,12 +40,7 @@ from tfl2tosa.quant.ops import QUANT_OPS, SCAST, element_of, stripped_type
 
 
 def _is_quantized_value(value: Value) -> bool:
-    if isinstance(value.type, TensorType):
-        return is_quantized(value.type.element)
-    try:
-        return is_quantized(element_of(value.type))
-    except IRError:
-        return False  # shape and none types
+    return _is_quantized_type(value.type)
 
 
 def _scast_op(value: Value, result_type: object, name: str, loc: str) -> Op:
@@ -150,6 +147,11 @@ def _signless_payload(const: Op) -> None:
 
 
 def strip_graph_quant_types(graph: Graph) -> None:
+    if not _has_quantized_values(graph):  # a float graph: only constants may change
+        for op in graph.ops:
+            if op.name == "tosa.const":
+                _signless_payload(op)
+        return
     stripper = _Stripper(graph)
     ops: list[Op] = stripper.inputs()
     for op in graph.ops:
@@ -159,6 +161,34 @@ def strip_graph_quant_types(graph: Graph) -> None:
             stripper.op(op, ops)
     ops.extend(stripper.outputs())
     graph.ops = ops
+
+
+def _has_quantized_values(graph: Graph) -> bool:
+    """Whether a value of the graph (an input, or an operand or result of an op)
+    has a quantized type. Values share a few types (tensor types are interned),
+    so each distinct one is looked at once."""
+    ops = graph.ops
+    values = chain(graph.inputs, chain.from_iterable(map(_RESULTS, ops)),
+                   chain.from_iterable(map(_OPERANDS, ops)))
+    try:
+        types = set(map(_TYPE, values))
+    except TypeError:  # a type that cannot be hashed: look at every value
+        return True
+    return any(map(_is_quantized_type, types))
+
+
+_RESULTS = attrgetter("results")  # an op's
+_OPERANDS = attrgetter("operands")  # an op's
+_TYPE = attrgetter("type")  # a value's
+
+
+def _is_quantized_type(value_type: Type) -> bool:
+    if isinstance(value_type, TensorType):
+        return is_quantized(value_type.element)
+    try:
+        return is_quantized(element_of(value_type))
+    except IRError:
+        return False  # shape and none types
 
 
 def strip_func_quant_types(module: Module) -> None:

@@ -489,9 +489,8 @@ def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
 _SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
 
 
-# (shape, plain element type) -> the one TensorType of them elementwise results
-# share: equal types held as one object compare by identity (in CSE's and the
-# verifier's keys) and hash once.
+# (shape, plain element type) -> the TensorType of them, for elementwise
+# results: asked again, it skips the constructor's shape conversion and look-up.
 _RESULT_TYPES: BoundedMemo = BoundedMemo()
 
 
