@@ -281,11 +281,9 @@ def cse_graph(graph: Graph) -> int:
     kept_by_operands: dict[tuple[Any, ...], Op | list[Op]] = {}
     kept: list[Op] = []
     removed = 0
-    not_pure = _NOT_PURE
     for op in graph.ops:
         first = None
-        # is_pure(op), inline: every op of the graph comes here
-        if op.name not in not_pure and op.results and not op.attrs.get("side_effect"):
+        if is_pure(op):
             operands = op.operands
             if operands:
                 key = (op.name, *map(id, operands))
