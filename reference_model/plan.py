@@ -345,8 +345,10 @@ _TYPE_FACTS: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
 # The same, by the type object's identity: the reader shares one object per
-# distinct type, and an id look-up skips the type's Python-level __hash__. Each
-# entry keeps its type alive, so the id cannot be reused while the entry exists.
+# distinct type, and an id look-up skips the Python-level __hash__ of the types
+# that have one (shape types; tensor and scalar types are interned and hash by
+# identity already). Each entry keeps its type alive, so the id cannot be
+# reused while the entry exists.
 _TYPE_FACTS_BY_ID: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
@@ -404,8 +406,9 @@ def specification_name_or_none(op: Op) -> str | None:
 # op and types shares the entry.
 _VALID_SIGNATURES: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 # The same signatures by the types' identities (op name, then the ids): a tuple of
-# ints hashes in C, the types' __hash__ is Python. Each entry's value holds its
-# types, so their ids stay theirs while the entry exists.
+# ints hashes in C, where a shape type's __hash__ is Python (tensor and scalar
+# types are interned and hash by identity). Each entry's value holds its types,
+# so their ids stay theirs while the entry exists.
 _VALID_BY_ID: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 
 
