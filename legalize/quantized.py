@@ -627,45 +627,48 @@ def mean_multiplier(scale: float, count: int) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------
-# gemmlowp fixed point (fixedpoint/fixedpoint.h), scalar int32 emulation, for
-# tables that hold what TFLite's fixed-point kernels compute
+# gemmlowp fixed point (fixedpoint/fixedpoint.h), int32 emulation, for tables
+# that hold what TFLite's fixed-point kernels compute. Each function takes
+# integers or int64 arrays of int32 values (every product stays below 2^63), so
+# that a table is computed for all its inputs at once.
 
 INT32_MAX = (1 << 31) - 1
 
+IntOrArray = int | np.ndarray
 
-def _wrap32(x: int) -> int:
+
+def _wrap32(x: IntOrArray) -> IntOrArray:
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def saturating_rounding_doubling_high_mul(a: int, b: int) -> int:
+def saturating_rounding_doubling_high_mul(a: IntOrArray, b: IntOrArray) -> IntOrArray:
     """gemmlowp `SaturatingRoundingDoublingHighMul` on int32: round(a * b / 2^31),
     ties toward +inf, INT32_MIN * INT32_MIN saturates. gemmlowp nudges the
     product by 2^30 (by 1 - 2^30 when negative) and C division truncates; for a
     negative product that is the floor of (a * b + 2^30) / 2^31 too."""
-    if a == b == -(1 << 31):
-        return INT32_MAX
-    return (a * b + (1 << 30)) >> 31
+    high = (a * b + (1 << 30)) >> 31
+    # Only INT32_MIN * INT32_MIN reaches 2^31.
+    return high - (high > INT32_MAX)
 
 
-def rounding_divide_by_pot(x: int, exponent: int) -> int:
+def rounding_divide_by_pot(x: IntOrArray, exponent: IntOrArray) -> IntOrArray:
     """gemmlowp `RoundingDivideByPOT`: x / 2^exponent rounded half away from zero."""
     mask = (1 << exponent) - 1
     remainder = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> exponent) + (1 if remainder > threshold else 0)
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
 
 
-def saturating_left_shift(x: int, exponent: int) -> int:
-    """gemmlowp `SaturatingRoundingMultiplyByPOT<exponent>` for exponent > 0."""
-    threshold = (1 << (31 - exponent)) - 1
-    if x > threshold:
-        return INT32_MAX
-    if x < -threshold:
-        return -(1 << 31)
-    return _wrap32(x << exponent)
+def saturating_left_shift(x: IntOrArray, exponent: int) -> IntOrArray:
+    """gemmlowp `SaturatingRoundingMultiplyByPOT<exponent>` for exponent > 0: x
+    beyond +-(2^(31 - exponent) - 1) saturates; clipped one past that bound, the
+    shift gives 2^31 (one more than INT32_MAX) or exactly INT32_MIN."""
+    bound = 1 << (31 - exponent)
+    shifted = np.maximum(np.minimum(x, bound), -bound) << exponent
+    return shifted - (shifted > INT32_MAX)
 
 
-def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: int) -> int:
+def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: IntOrArray) -> IntOrArray:
     """gemmlowp's Taylor expansion of exp around -1/8, Q0.31 in and out."""
     constant_term = 1895147668     # exp(-1/8) in Q0.31
     constant_1_over_3 = 715827883  # 1/3 in Q0.31
@@ -685,7 +688,7 @@ _EXP_OF_NEGATIVE_POWERS_OF_TWO = ((-2, 1672461947), (-1, 1302514674), (0, 790015
                                   (1, 290630308), (2, 39332535), (3, 720401), (4, 242))
 
 
-def exp_on_negative_values(a: int, integer_bits: int) -> int:
+def exp_on_negative_values(a: IntOrArray, integer_bits: int) -> IntOrArray:
     """gemmlowp `exp_on_negative_values`: exp(a) for a <= 0 given as raw
     Q(integer_bits).(31 - integer_bits), result raw Q0.31."""
     fractional_bits = 31 - integer_bits
@@ -696,11 +699,12 @@ def exp_on_negative_values(a: int, integer_bits: int) -> int:
         if integer_bits else a_mod_quarter_minus_one_quarter)
     remainder = a_mod_quarter_minus_one_quarter - a
     for exponent, multiplier in _EXP_OF_NEGATIVE_POWERS_OF_TWO:
-        if integer_bits > exponent and remainder & (1 << (fractional_bits + exponent)):
-            result = saturating_rounding_doubling_high_mul(result, multiplier)
-    if integer_bits > 5 and a < -(1 << (36 - integer_bits)):
-        result = 0
-    return INT32_MAX if a == 0 else result
+        if integer_bits > exponent:
+            result = np.where(remainder & (1 << (fractional_bits + exponent)),
+                              saturating_rounding_doubling_high_mul(result, multiplier), result)
+    if integer_bits > 5:
+        result = np.where(a < -(1 << (36 - integer_bits)), 0, result)
+    return np.where(a == 0, INT32_MAX, result)
 
 
 # ---------------------------------------------------------------------------
@@ -727,13 +731,16 @@ def softmax_input_scaling(beta: float, input_scale: float) -> tuple[int, int, in
     return multiplier, left_shift, -radius
 
 
-def softmax_exp(diff: int, multiplier: int, left_shift: int, diff_min: int) -> int:
+def softmax_exp(diff: IntOrArray, multiplier: int, left_shift: int, diff_min: int
+                ) -> IntOrArray:
     """exp(beta * s_in * diff) in Q0.31 as reference_ops::Softmax computes it
     (kernels/internal/reference/softmax.h), 0 for differences below diff_min."""
-    if diff < diff_min:
-        return 0
-    scaled = saturating_rounding_doubling_high_mul(diff * (1 << left_shift), multiplier)
-    return exp_on_negative_values(scaled, SOFTMAX_DIFF_INTEGER_BITS)
+    # Differences below diff_min are not scaled by the kernel (the product could
+    # leave int32): computed as diff_min, then replaced by 0.
+    kept = np.maximum(diff, diff_min)
+    scaled = saturating_rounding_doubling_high_mul(kept * (1 << left_shift), multiplier)
+    return np.where(diff < diff_min, 0,
+                    exp_on_negative_values(scaled, SOFTMAX_DIFF_INTEGER_BITS))
 
 
 __all__ = [
