@@ -807,17 +807,25 @@ def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.nda
     is 2^(E-1), which needs 1 <= E <= 31; only a scale that the 32-bit multiplier
     holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
     and at most 1 (see _ties_away_from_zero)."""
-    masks, halves = [], []
-    for scale in np.asarray(scales, dtype=np.float64).tolist():
+    values = np.asarray(scales, dtype=np.float64)
+    # 1 <= E <= 31 with 0 < scale <= 1: a scale below 1 that 2^31 makes an integer
+    # (scaling by a power of two is exact). Few channels, if any, are such.
+    fixed = values * 2.0 ** 31
+    candidates = np.flatnonzero((values > 0) & (values < 1) & (fixed == np.floor(fixed)))
+    if not candidates.size:
+        return None
+    masks = np.zeros(values.shape, dtype=np.int32)
+    halves = np.ones(values.shape, dtype=np.int32)
+    for channel in candidates.tolist():
+        scale = float(values[channel])
         numerator, denominator = scale.as_integer_ratio()  # lowest terms: 2^E below
         exponent = denominator.bit_length() - 1
-        exact = 0 < scale <= 1 and 1 <= exponent <= 31 and \
-            _multiplier_equals(scale, numerator, denominator)
-        masks.append((1 << exponent) - 1 if exact else 0)
-        halves.append(1 << (exponent - 1) if exact else 1)
-    if not any(masks):
+        if _multiplier_equals(scale, numerator, denominator):
+            masks[channel] = (1 << exponent) - 1
+            halves[channel] = 1 << (exponent - 1)
+    if not masks.any():
         return None
-    return np.array(masks, dtype=np.int32), np.array(halves, dtype=np.int32)
+    return masks, halves
 
 
 def _multiplier_equals(scale: float, numerator: int, denominator: int) -> bool:
