@@ -699,29 +699,32 @@ def hard_swish_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     return [_table_8bit(rw, op.operands[0], out_type, outputs)]
 
 
-def _int16(x: int) -> int:
+def _int16(x: IntOrArray) -> IntOrArray:
     return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
 
 
-def _saturate16(x: int) -> int:
-    return max(-(1 << 15), min((1 << 15) - 1, x))
+def _saturate16(x: np.ndarray) -> np.ndarray:
+    return np.minimum(np.maximum(x, -(1 << 15)), (1 << 15) - 1)
 
 
-def _srdhm16(a: int, b: int) -> int:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int16 (ties away from zero)."""
-    if a == b == -(1 << 15):
-        return (1 << 15) - 1
+def _both_int16_min(a: np.ndarray, b: int) -> np.ndarray:
+    return (a == -(1 << 15)) & (b == -(1 << 15))
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int16 (ties away from zero),
+    on int64 arrays of int16 values."""
     product = a * b
-    nudged = product + ((1 << 14) if product >= 0 else 1 - (1 << 14))
-    return int(math.copysign(abs(nudged) >> 15, nudged))
+    nudged = product + np.where(product >= 0, 1 << 14, 1 - (1 << 14))
+    high = np.sign(nudged) * (np.abs(nudged) >> 15)  # C's division: toward zero
+    return np.where(_both_int16_min(a, b), (1 << 15) - 1, high)
 
 
-def _sdhm16(a: int, b: int) -> int:
+def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """reference_ops::SaturatingDoublingHighMul: the same, truncating toward zero."""
-    if a == b == -(1 << 15):
-        return (1 << 15) - 1
     product = a * b
-    return _int16(int(math.copysign(abs(product) >> 15, product)))
+    high = _int16(np.sign(product) * (np.abs(product) >> 15))
+    return np.where(_both_int16_min(a, b), (1 << 15) - 1, high)
 
 
 def _multiplier_16(scale: float) -> tuple[int, int]:
@@ -746,24 +749,23 @@ def hard_swish_outputs(x_type: UniformQuantized,
     if out_exponent > 0:
         return Failure(f"hard_swish: output multiplier exponent {out_exponent} > 0 "
                        "(TFLite rejects it)")
-    lo, hi = out_type.storage_min, out_type.storage_max
-    outputs = []
-    for v in _storage_values(x_type):
-        hires_value = _int16((int(v) - x_type.zero_point) * (1 << 7))
-        preshift_output = _srdhm16(hires_value, out_multiplier)
-        relu = hires_value
-        if relu_exponent > 0:
-            relu = _saturate16(relu * (1 << (relu_exponent - 1)))
-        relu = _srdhm16(relu, relu_multiplier)
-        if relu_exponent > 0:
-            relu = _saturate16(relu * 2)
-        elif relu_exponent < 0:
-            relu = rounding_divide_by_pot(relu, -relu_exponent)
-        relu = _int16((relu + (1 << 15)) >> 1)
-        out = _sdhm16(relu, preshift_output)
-        out = rounding_divide_by_pot(out, -out_exponent) if out_exponent else out
-        outputs.append(max(lo, min(hi, _int16(out + out_type.zero_point))))
-    return np.array(outputs, dtype=np.int64)
+    hires_value = _int16((_storage_values(x_type) - x_type.zero_point) * (1 << 7))
+    preshift_output = _srdhm16(hires_value, out_multiplier)
+    relu = hires_value
+    if relu_exponent > 0:
+        # Any non-zero int16 value saturates from a shift of 16 up: shifting by
+        # no more keeps the products within int64.
+        relu = _saturate16(relu * (1 << min(relu_exponent - 1, 16)))
+    relu = _srdhm16(relu, relu_multiplier)
+    if relu_exponent > 0:
+        relu = _saturate16(relu * 2)
+    elif relu_exponent < 0:
+        relu = rounding_divide_by_pot(relu, -relu_exponent)
+    relu = _int16((relu + (1 << 15)) >> 1)
+    out = _sdhm16(relu, preshift_output)
+    out = rounding_divide_by_pot(out, -out_exponent) if out_exponent else out
+    return np.minimum(np.maximum(_int16(out + out_type.zero_point), out_type.storage_min),
+                      out_type.storage_max)
 
 
 # ---------------------------------------------------------------------------
