@@ -880,7 +880,7 @@ def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
         return Failure(f"{op.name}: input multiplier {multiplier} overflows TFLite's int32 product")
     t = op.operands[0].type
     shape, rank = tuple(t.shape), len(t.shape)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     i32_type = t.with_element(i32)
 
     def binary(name: str, a: Value, b: Value, **attrs: object) -> Value:

@@ -235,7 +235,7 @@ def bias_operand(rw: Rewriter, op: Op, index: int, channels: int,
     if isinstance(bias, Failure):
         return bias
     shape = tensor_type(bias).shape
-    if int(np.prod(shape)) != channels:
+    if math.prod(shape) != channels:
         return Failure(f"{op.name}: bias has shape {list(shape)} for {channels} channels")
     return reshaped(rw, bias, (channels,)) if len(shape) != 1 else bias
 
@@ -408,8 +408,8 @@ def zero_inserted(rw: Rewriter, x: Value, axis: int, stride: int) -> Value:
     if stride == 1:
         return x
     shape = list(tensor_type(x).shape)
-    outer = int(np.prod(shape[:axis + 1]))
-    inner = int(np.prod(shape[axis + 1:]))
+    outer = math.prod(shape[:axis + 1])
+    inner = math.prod(shape[axis + 1:])
     grouped = build.reshape(rw, x, (outer, 1, inner))
     spread = build.pad(rw, grouped, [0, 0, 0, stride - 1, 0, 0])
     shape[axis] *= stride
@@ -519,7 +519,7 @@ def _to_batch(rw: Rewriter, value: Value, batch: tuple[int, ...]) -> Value:
         multiples = [b if o == 1 else 1 for o, b in zip(own, batch)] + [1, 1]
         value = build.op(rw, "tosa.tile", [value, build.const_shape(rw, multiples)],
                          tensor_type(value).with_shape((*batch, rows, cols)))
-    return reshaped(rw, value, (int(np.prod(batch, dtype=np.int64)), rows, cols))
+    return reshaped(rw, value, (math.prod(batch), rows, cols))
 
 
 def _swap_last(rw: Rewriter, value: Value) -> Value:
@@ -549,7 +549,7 @@ def matmul_operands(rw: Rewriter, op: Op, x: Value, y: Value
         return Failure(f"{op.name}: depths {k} and {y_depth} differ")
     if all(d == 1 for d in y_shape[:-2]) and not adj_x:
         # [*B, M, K] x [K, N] == [1, B*M, K] x [1, K, N]
-        rows = int(np.prod(x_shape[:-1], dtype=np.int64))
+        rows = math.prod(x_shape[:-1])
         lhs = reshaped(rw, x, (1, rows, k))
         rhs = reshaped(rw, y, (1, *y_shape[-2:]))
         batch_size, m_rows = 1, rows
@@ -557,7 +557,7 @@ def matmul_operands(rw: Rewriter, op: Op, x: Value, y: Value
         lhs, rhs = _to_batch(rw, x, batch), _to_batch(rw, y, batch)
         if adj_x:
             lhs = _swap_last(rw, lhs)
-        batch_size, m_rows = int(np.prod(batch, dtype=np.int64)), m
+        batch_size, m_rows = math.prod(batch), m
     if adj_y:
         rhs = _swap_last(rw, rhs)
     return lhs, rhs, (batch_size, m_rows, n)
