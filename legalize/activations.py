@@ -389,7 +389,7 @@ def lut_8bit(transform: Transform, in_type: UniformQuantized,
         scaled = (y * inverse_scale).astype(_F32)
         rounded = np.sign(scaled) * np.floor(np.abs(scaled) + _F32(0.5))
         quantized = (rounded + _F32(out_type.zero_point)).astype(_F32)
-        clamped = np.clip(np.nan_to_num(quantized, nan=lo, posinf=hi, neginf=lo), lo, hi)
+        clamped = np.where(np.isnan(quantized), lo, np.minimum(np.maximum(quantized, lo), hi))
     return clamped.astype(np.int64)
 
 
@@ -423,7 +423,7 @@ def _table_16bit(rw: Rewriter, x: Value, out_type: UniformQuantized,
     that it fits, so a table with a larger step is not lowered.
     """
     steps = np.diff(table.astype(np.int64))
-    if steps.size and (steps.min() < -32768 or steps.max() > 32767):
+    if steps.size and (np.minimum.reduce(steps) < -32768 or np.maximum.reduce(steps) > 32767):
         return Failure("an int16 lookup table step does not fit int16 (TFLite wraps it)")
     looked_up = build.op(rw, "tosa.table", [x, build.const(rw, table.astype(np.int16), i16)],
                          x.type.with_element(i32))
@@ -456,7 +456,15 @@ _expm1 = _f32_of(np.expm1)
 _tanh = _f32_of(np.tanh)
 _log = _f32_of(np.log)
 _sqrt = _f32_of(np.sqrt)
-_erfc = _f32_of(np.vectorize(math.erfc, otypes=[np.float64]))
+
+
+def _erfc_elementwise(x: np.ndarray) -> np.ndarray:
+    """`math.erfc` of each element (numpy has no erfc)."""
+    return np.fromiter(map(math.erfc, x.reshape(-1).tolist()), np.float64,
+                       x.size).reshape(x.shape)
+
+
+_erfc = _f32_of(_erfc_elementwise)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -677,7 +685,7 @@ def rsqrt_int8_outputs(x_type: UniformQuantized, out_type: UniformQuantized) -> 
     inv_multiplier, inv_shift = inv_sqrt_multiplier(values)
     data = _multiply_by_quantized_multiplier(1, inv_multiplier, inv_shift + _RSQRT_SHIFT)
     out = _multiply_by_quantized_multiplier(data, multiplier, shift - _RSQRT_SHIFT)
-    return np.where(values > 0, np.clip(out + out_type.zero_point, -128, 127),
+    return np.where(values > 0, np.minimum(np.maximum(out + out_type.zero_point, -128), 127),
                     out_type.storage_max)
 
 

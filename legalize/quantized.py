@@ -252,8 +252,9 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         return (np.full(values.shape, multiplier, dtype=np.int64),
                 np.full(values.shape, shift, dtype=np.int64))
     # min() is NaN if any value is, and NaN >= 0 is false.
-    low = values.min()
-    if not (low >= 0 and values.max() < math.inf):
+    # The ufuncs' own reductions (ndarray.min adds a Python layer).
+    low = np.minimum.reduce(values)
+    if not (low >= 0 and np.maximum.reduce(values) < math.inf):
         bad = ~(np.isfinite(values) & (values >= 0))
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
@@ -265,7 +266,7 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
     scaled += 0.5
     multiplier = np.floor(scaled, out=scaled).astype(np.int64)
     shift = np.subtract(31 if scale32 else 15, exponent, dtype=np.int64)
-    if multiplier.max() >> 31:
+    if np.maximum.reduce(multiplier) >> 31:
         # A mantissa that rounded up to 2^31 is halved with the exponent raised.
         carried = multiplier >> 31
         multiplier >>= carried
@@ -274,11 +275,11 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         multiplier = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
     # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
     kept = (31 if scale32 else 15) + 31  # the shift of exponent -31, the last kept
-    if low == 0 or shift.max() > kept:
+    if low == 0 or np.maximum.reduce(shift) > kept:
         zero = (values == 0) | (shift > kept)
         multiplier[zero] = 0
         shift[zero] = ZERO_SHIFT
-    if shift.min() < MIN_SHIFT:
+    if np.minimum.reduce(shift) < MIN_SHIFT:
         small = shift < MIN_SHIFT
         kind = "RESCALE" if scale32 else "16-bit RESCALE"
         raise UnsupportedScale(f"scale {float(values[small][0])!r} needs {kind} shift "
@@ -586,7 +587,8 @@ def table_i16(fn: Callable[[np.floating], np.floating], in_type: UniformQuantize
     # `(int16_t)std::min(std::max(v, -32768), 32767)` on x86: std::max/min
     # return their first argument when a comparison with NaN is false, so NaN
     # reaches the cast, which gives 0.
-    return np.where(np.isnan(entries), 0, np.clip(entries, -32768, 32767)).astype(np.int16)
+    saturated = np.minimum(np.maximum(entries, -32768), 32767)
+    return np.where(np.isnan(entries), 0, saturated).astype(np.int16)
 
 
 def _apply(fn: Callable[[np.floating], np.floating], x: np.ndarray, f: type) -> np.ndarray:
