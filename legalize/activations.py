@@ -715,7 +715,7 @@ def _saturate16(x: np.ndarray) -> np.ndarray:
     return np.minimum(np.maximum(x, -(1 << 15)), (1 << 15) - 1)
 
 
-def _both_int16_min(a: np.ndarray, b: int) -> np.ndarray:
+def _both_int16_min(a: np.ndarray, b: IntOrArray) -> np.ndarray:
     return (a == -(1 << 15)) & (b == -(1 << 15))
 
 

@@ -809,7 +809,7 @@ def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.nda
     and at most 1 (see _ties_away_from_zero)."""
     values = np.asarray(scales, dtype=np.float64)
     # 1 <= E <= 31 with 0 < scale <= 1: a scale below 1 that 2^31 makes an integer
-    # (scaling by a power of two is exact). Few channels, if any, are such.
+    # (scaling by a power of two is exact); only those take the exact test.
     fixed = values * 2.0 ** 31
     candidates = np.flatnonzero((values > 0) & (values < 1) & (fixed == np.floor(fixed)))
     if not candidates.size:

@@ -15,8 +15,9 @@ and reference_ops).
   (TFLite `LUTPopulateInt16`).
 - Constants: `dequantized_values` (TFLite's DEQUANTIZE of stored integers).
 - MEAN: `mean_multiplier` (the 1/N folding of TFLite's integer mean).
-- gemmlowp fixed point (scalar emulation) and SOFTMAX: `exp_on_negative_values`,
-  `softmax_input_scaling`, `softmax_exp` (contents of the softmax tables).
+- gemmlowp fixed point (int32 emulation, on integers or arrays) and SOFTMAX:
+  `exp_on_negative_values`, `softmax_input_scaling`, `softmax_exp` (contents of
+  the softmax tables).
 
 How TFLite's fixed-point scaling maps onto TOSA's `apply_scale_32`:
 TFLite represents a positive real scale as `m * 2^(e - 31)` with a 31-bit
@@ -251,8 +252,8 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         multiplier, shift = _quantize_one(float(values.reshape(-1)[0]), scale32)
         return (np.full(values.shape, multiplier, dtype=np.int64),
                 np.full(values.shape, shift, dtype=np.int64))
-    # min() is NaN if any value is, and NaN >= 0 is false.
-    # The ufuncs' own reductions (ndarray.min adds a Python layer).
+    # The least is NaN if any value is, and NaN >= 0 is false. (The ufuncs' own
+    # reductions: ndarray.min adds a Python layer.)
     low = np.minimum.reduce(values)
     if not (low >= 0 and np.maximum.reduce(values) < math.inf):
         bad = ~(np.isfinite(values) & (values >= 0))
