@@ -390,13 +390,13 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     if isinstance(scale, (float, int)):  # one scale: no arrays
         multiplier, shift = _quantize_one(float(scale), scale32)
         if rounding == GEMM_ROUND and scale32:
-            return _gemm_rescale(rw, x, [(multiplier, shift)], out, input_zp, output_zp)
+            return _gemm_rescale(rw, x, np.array([multiplier]), np.array([shift]), out,
+                                 input_zp, output_zp)
         return rescale_by_multiplier(rw, x, multiplier, shift, out, input_zp=input_zp,
                                      output_zp=output_zp, rounding=rounding)
     multipliers, shifts = quantize_multipliers(scale, scale32)
     if rounding == GEMM_ROUND and scale32:
-        pairs = list(zip(multipliers.tolist(), shifts.tolist()))
-        return _gemm_rescale(rw, x, pairs, out, input_zp, output_zp)
+        return _gemm_rescale(rw, x, multipliers, shifts, out, input_zp, output_zp)
     # In the constants' own types (both fit them by construction), which
     # build.rescale then need not convert and check value by value.
     return rescale_by_multiplier(rw, x, multipliers.astype(np.int32 if scale32 else np.int16),
@@ -419,23 +419,25 @@ def _quantize_one(scale: float, scale32: bool) -> tuple[int, int]:
 _ONE_SCALE_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
-def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out: ElementType,
-                  input_zp: int | None, output_zp: int | None) -> Value:
+def _gemm_rescale(rw: Rewriter, x: Value, multipliers: np.ndarray, shifts: np.ndarray,
+                  out: ElementType, input_zp: int | None, output_zp: int | None) -> Value:
     """GEMM_ROUND as two RESCALEs: `hi = (x * m + 2^30) >> 31`, then
     `(hi + 2^(s - 32)) >> (s - 31)` to `out` (a unit multiplier 2^30 at shift
     s - 1), with the output zero point and saturation. A shift of 31 or less
-    is one rounding, SINGLE_ROUND's."""
-    if all(shift <= 31 for _, shift in pairs):
-        return rescale_by_multiplier(rw, x, [m for m, _ in pairs], [s for _, s in pairs], out,
-                                     input_zp=input_zp, output_zp=output_zp,
+    is one rounding, SINGLE_ROUND's. `multipliers` and `shifts` are integer
+    arrays, one entry per channel (or one for the tensor)."""
+    if np.maximum.reduce(shifts) <= 31:
+        return rescale_by_multiplier(rw, x, multipliers.astype(np.int32), shifts.astype(np.int8),
+                                     out, input_zp=input_zp, output_zp=output_zp,
                                      rounding=SINGLE_ROUND)
-    high = rescale_by_multiplier(rw, x, [m for m, _ in pairs],
-                                 [min(shift, 31) for _, shift in pairs], i32,
+    high = rescale_by_multiplier(rw, x, multipliers.astype(np.int32),
+                                 np.minimum(shifts, 31).astype(np.int8), i32,
                                  input_zp=input_zp, output_zp=0, rounding=SINGLE_ROUND)
     # The second step: (hi * 2^30 + 2^(s - 2)) >> (s - 1), or the identity
     # (hi * 2^29 + 2^28) >> 29 for a channel whose shift the first step completed.
-    second = [(1 << 30, shift - 1) if shift > 31 else (1 << 29, 29) for _, shift in pairs]
-    return rescale_by_multiplier(rw, high, [m for m, _ in second], [s for _, s in second], out,
+    completed = shifts <= 31
+    return rescale_by_multiplier(rw, high, np.where(completed, 1 << 29, 1 << 30).astype(np.int32),
+                                 np.where(completed, 29, shifts - 1).astype(np.int8), out,
                                  input_zp=0, output_zp=output_zp, rounding=SINGLE_ROUND)
 
 
