@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -76,6 +76,7 @@ from legalize.integer.data import int8_twin, is_uint8, restore_uint8, to_int8
 from legalize.integer.support import integer_pattern, per_tensor, require_one_storage, static_shape
 from legalize.quantized import (
     INT32_MAX,
+    IntOrArray,
     SINGLE_ROUND,
     left_shifted_as_tflite,
     quantize_scalar,
@@ -105,6 +106,7 @@ from tfl2tosa.ir.types import (
     numpy_dtype,
     storage_type,
 )
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tosa import build
 from tfl2tosa.tosa.build import Elementwise
 
@@ -341,6 +343,29 @@ def _storage_values(q: UniformQuantized) -> np.ndarray:
     return np.arange(storage.min_value, storage.max_value + 1, dtype=np.int64)
 
 
+# (table function, its arguments) -> the table's read-only contents: a model's
+# activations often share their quantization (the RSQRTs of its layer norms, the
+# softmaxes of its attention heads), and a table replays a kernel's arithmetic
+# value by value. Bounded for processes that convert model after model.
+_TABLES: BoundedMemo = BoundedMemo(256)
+TableContents = np.ndarray | tuple[np.ndarray, ...]
+
+
+def _kept_table(make: Callable[..., TableContents | Failure], *args: Hashable
+                ) -> TableContents | Failure:
+    """`make(*args)` the first time they are asked for, the same read-only arrays after."""
+    key = (make, *args)
+    known = _TABLES.get(key)
+    if known is None:
+        known = make(*args)
+        if isinstance(known, Failure):
+            return known
+        for array in known if isinstance(known, tuple) else (known,):
+            array.flags.writeable = False
+        _TABLES.keep(key, known)
+    return known
+
+
 # ---------------------------------------------------------------------------
 # 8-bit tables
 
@@ -364,7 +389,7 @@ def lut_8bit(transform: Transform, in_type: UniformQuantized,
         scaled = (y * inverse_scale).astype(_F32)
         rounded = np.sign(scaled) * np.floor(np.abs(scaled) + _F32(0.5))
         quantized = (rounded + _F32(out_type.zero_point)).astype(_F32)
-        clamped = np.clip(np.nan_to_num(quantized, nan=lo, posinf=hi, neginf=lo), lo, hi)
+        clamped = np.where(np.isnan(quantized), lo, np.minimum(np.maximum(quantized, lo), hi))
     return clamped.astype(np.int64)
 
 
@@ -398,7 +423,7 @@ def _table_16bit(rw: Rewriter, x: Value, out_type: UniformQuantized,
     that it fits, so a table with a larger step is not lowered.
     """
     steps = np.diff(table.astype(np.int64))
-    if steps.size and (steps.min() < -32768 or steps.max() > 32767):
+    if steps.size and (np.minimum.reduce(steps) < -32768 or np.maximum.reduce(steps) > 32767):
         return Failure("an int16 lookup table step does not fit int16 (TFLite wraps it)")
     looked_up = build.op(rw, "tosa.table", [x, build.const(rw, table.astype(np.int16), i16)],
                          x.type.with_element(i32))
@@ -431,7 +456,15 @@ _expm1 = _f32_of(np.expm1)
 _tanh = _f32_of(np.tanh)
 _log = _f32_of(np.log)
 _sqrt = _f32_of(np.sqrt)
-_erfc = _f32_of(np.vectorize(math.erfc, otypes=[np.float64]))
+
+
+def _erfc_elementwise(x: np.ndarray) -> np.ndarray:
+    """`math.erfc` of each element (numpy has no erfc)."""
+    return np.fromiter(map(math.erfc, x.reshape(-1).tolist()), np.float64,
+                       x.size).reshape(x.shape)
+
+
+_erfc = _f32_of(_erfc_elementwise)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -463,18 +496,22 @@ def _gelu_approximate(x: np.ndarray) -> np.ndarray:
     return (_F32(0.5) * x * (_F32(1) + _tanh(inner))).astype(_F32)
 
 
+@functools.lru_cache(maxsize=64)
 def _log_at_least(lowest: float) -> Transform:
     """TF 2.20's int16 LOG table samples `max(out_min, log(x))`: non-positive
-    inputs (log NaN or -inf) give the output range's minimum (measured)."""
+    inputs (log NaN or -inf) give the output range's minimum (measured). One
+    function per bound, so that its tables are kept (_kept_table)."""
     def transform(x: np.ndarray) -> np.ndarray:
         y = _log(x)
         return np.where(y >= _F32(lowest), y, _F32(lowest)).astype(_F32)
     return transform
 
 
+@functools.lru_cache(maxsize=64)
 def _rsqrt_at_most(highest: float) -> Transform:
     """TF 2.20's int16 RSQRT table samples `min(out_max, 1.f / std::sqrt(x))`:
-    zero and negative inputs give the output range's maximum (measured)."""
+    zero and negative inputs give the output range's maximum (measured). One
+    function per bound, so that its tables are kept (_kept_table)."""
     def transform(x: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             y = (_F32(1) / _sqrt(x)).astype(_F32)
@@ -488,8 +525,8 @@ def _lut(rw: Rewriter, op: Op, types: tuple[UniformQuantized, UniformQuantized],
     x_type, out_type = types
     x = op.operands[0]
     if x_type.storage.bits == 8:
-        return [_table_8bit(rw, x, out_type, lut_8bit(transform, x_type, out_type))]
-    result = _table_16bit(rw, x, out_type, _lut_int16(transform, x_type, out_type))
+        return [_table_8bit(rw, x, out_type, _kept_table(lut_8bit, transform, x_type, out_type))]
+    result = _table_16bit(rw, x, out_type, _kept_table(_lut_int16, transform, x_type, out_type))
     return result if isinstance(result, Failure) else [result]
 
 
@@ -577,7 +614,8 @@ def rsqrt_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
     x_type, out_type = types
     if x_type.storage.bits == 16:
         return _lut(rw, op, types, _rsqrt_at_most(float(_F32(out_type.scale) * _F32(32767))))
-    return [_table_8bit(rw, op.operands[0], out_type, rsqrt_int8_outputs(x_type, out_type))]
+    return [_table_8bit(rw, op.operands[0], out_type,
+                        _kept_table(rsqrt_int8_outputs, x_type, out_type))]
 
 
 # Inputs are scaled up by 2^20 to keep the inverse square root an integer.
@@ -585,38 +623,42 @@ _RSQRT_SHIFT = 20
 _INT32_MAX = (1 << 31) - 1
 
 
-def _wrap32(x: int) -> int:
+def _wrap32(x: IntOrArray) -> IntOrArray:
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def _multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> int:
-    """TFLite's MultiplyByQuantizedMultiplier (default build, double rounding)."""
-    left, right = max(shift, 0), max(-shift, 0)
+def _multiply_by_quantized_multiplier(x: IntOrArray, multiplier: IntOrArray,
+                                      shift: IntOrArray) -> IntOrArray:
+    """TFLite's MultiplyByQuantizedMultiplier (default build, double rounding), on
+    integers or int64 arrays. `x * 2^left` wraps in int32: from a left shift of 32
+    up it is 0, as with a shift of 32 (which keeps the product within int64)."""
+    left, right = np.minimum(np.maximum(shift, 0), 32), np.maximum(-shift, 0)
     return rounding_divide_by_pot(
         saturating_rounding_doubling_high_mul(_wrap32(x * (1 << left)), multiplier), right)
 
 
-@functools.cache
-def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
-    """(multiplier, left shift) of TFLite's GetInvSqrtQuantizedMultiplierExp(value, -1).
+def inv_sqrt_multiplier(value: IntOrArray) -> tuple[IntOrArray, IntOrArray]:
+    """(multiplier, left shift) of TFLite's GetInvSqrtQuantizedMultiplierExp(value, -1),
+    for an integer or an int64 array of them (positive int32 values).
 
     common.h: the input is normalized to [2^27, 2^29) by pairs of bits, then
     five gemmlowp Newton-Raphson steps x <- 3/2 x - (v/2) x^3 in Q3.28
-    starting at x = 1, times sqrt(1/2). Kept per value: an int8 RSQRT reads
-    at most 255 of them, and a model's RSQRTs mostly the same ones.
+    starting at x = 1, times sqrt(1/2). Values up to 1 give (INT32_MAX, 0).
     """
-    if value <= 1:
-        return _INT32_MAX, 0
-    shift = 11
-    while value >= 1 << 29:
-        value //= 4
-        shift += 1
-    pairs = (31 - value.bit_length()) // 2 - 1
-    shift -= pairs
-    value <<= 2 * pairs
+    at_most_one = np.asarray(value) <= 1
+    value = np.maximum(value, 1)
+    # Bit lengths: frexp's exponent, exact for integers below 2^53.
+    bits = np.frexp(value.astype(np.float64))[1].astype(np.int64)
+    # value >= 2^29 is divided by 4 until it is not: once per pair of bits past 28.
+    quarters = np.maximum(bits - 28, 0) // 2
+    value = value >> (2 * quarters)
+    bits = bits - 2 * quarters
+    pairs = (31 - bits) // 2 - 1
+    shift = 11 + quarters - pairs
+    value = value << (2 * pairs)
     half_input = rounding_divide_by_pot(value >> 1, 1)
     three_halves = (1 << 28) + (1 << 27)
-    x = 1 << 28
+    x = np.full(np.shape(value), 1 << 28, dtype=np.int64)
     for _ in range(5):
         cube = saturating_left_shift(saturating_rounding_doubling_high_mul(
             saturating_rounding_doubling_high_mul(x, x), x), 6)
@@ -624,9 +666,10 @@ def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
                                           - saturating_rounding_doubling_high_mul(half_input,
                                                                                   cube)), 3)
     x = saturating_rounding_doubling_high_mul(x, 1518500250)  # sqrt(1/2) in Q0.31
-    if shift < 0:
-        x, shift = _wrap32(x << -shift), 0
-    return x, -shift
+    # A negative shift is applied to the multiplier (within int32 here).
+    x = np.where(shift < 0, _wrap32(x << np.maximum(-shift, 0)), x)
+    shift = np.maximum(shift, 0)
+    return np.where(at_most_one, _INT32_MAX, x), np.where(at_most_one, 0, -shift)
 
 
 def rsqrt_int8_outputs(x_type: UniformQuantized, out_type: UniformQuantized) -> np.ndarray:
@@ -638,17 +681,12 @@ def rsqrt_int8_outputs(x_type: UniformQuantized, out_type: UniformQuantized) -> 
     """
     scale = 1.0 / (float(np.sqrt(_F32(x_type.scale))) * float(_F32(out_type.scale)))
     multiplier, shift = tflite_quantize_multiplier(scale)
-    outputs = []
-    for v in _storage_values(x_type):
-        value = int(v) - x_type.zero_point
-        if value <= 0:
-            outputs.append(out_type.storage_max)
-            continue
-        inv_multiplier, inv_shift = inv_sqrt_multiplier(value)
-        data = _multiply_by_quantized_multiplier(1, inv_multiplier, inv_shift + _RSQRT_SHIFT)
-        out = _multiply_by_quantized_multiplier(data, multiplier, shift - _RSQRT_SHIFT)
-        outputs.append(min(max(out + out_type.zero_point, -128), 127))
-    return np.array(outputs, dtype=np.int64)
+    values = _storage_values(x_type) - x_type.zero_point
+    inv_multiplier, inv_shift = inv_sqrt_multiplier(values)
+    data = _multiply_by_quantized_multiplier(1, inv_multiplier, inv_shift + _RSQRT_SHIFT)
+    out = _multiply_by_quantized_multiplier(data, multiplier, shift - _RSQRT_SHIFT)
+    return np.where(values > 0, np.minimum(np.maximum(out + out_type.zero_point, -128), 127),
+                    out_type.storage_max)
 
 
 # ---------------------------------------------------------------------------
@@ -663,35 +701,38 @@ def hard_swish_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if isinstance(types, Failure):
         return types
     x_type, out_type = types
-    outputs = hard_swish_outputs(x_type, out_type)
+    outputs = _kept_table(hard_swish_outputs, x_type, out_type)
     if isinstance(outputs, Failure):
         return outputs
     return [_table_8bit(rw, op.operands[0], out_type, outputs)]
 
 
-def _int16(x: int) -> int:
+def _int16(x: IntOrArray) -> IntOrArray:
     return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
 
 
-def _saturate16(x: int) -> int:
-    return max(-(1 << 15), min((1 << 15) - 1, x))
+def _saturate16(x: np.ndarray) -> np.ndarray:
+    return np.minimum(np.maximum(x, -(1 << 15)), (1 << 15) - 1)
 
 
-def _srdhm16(a: int, b: int) -> int:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int16 (ties away from zero)."""
-    if a == b == -(1 << 15):
-        return (1 << 15) - 1
+def _both_int16_min(a: np.ndarray, b: IntOrArray) -> np.ndarray:
+    return (a == -(1 << 15)) & (b == -(1 << 15))
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int16 (ties away from zero),
+    on int64 arrays of int16 values."""
     product = a * b
-    nudged = product + ((1 << 14) if product >= 0 else 1 - (1 << 14))
-    return int(math.copysign(abs(nudged) >> 15, nudged))
+    nudged = product + np.where(product >= 0, 1 << 14, 1 - (1 << 14))
+    high = np.sign(nudged) * (np.abs(nudged) >> 15)  # C's division: toward zero
+    return np.where(_both_int16_min(a, b), (1 << 15) - 1, high)
 
 
-def _sdhm16(a: int, b: int) -> int:
+def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """reference_ops::SaturatingDoublingHighMul: the same, truncating toward zero."""
-    if a == b == -(1 << 15):
-        return (1 << 15) - 1
     product = a * b
-    return _int16(int(math.copysign(abs(product) >> 15, product)))
+    high = _int16(np.sign(product) * (np.abs(product) >> 15))
+    return np.where(_both_int16_min(a, b), (1 << 15) - 1, high)
 
 
 def _multiplier_16(scale: float) -> tuple[int, int]:
@@ -716,24 +757,23 @@ def hard_swish_outputs(x_type: UniformQuantized,
     if out_exponent > 0:
         return Failure(f"hard_swish: output multiplier exponent {out_exponent} > 0 "
                        "(TFLite rejects it)")
-    lo, hi = out_type.storage_min, out_type.storage_max
-    outputs = []
-    for v in _storage_values(x_type):
-        hires_value = _int16((int(v) - x_type.zero_point) * (1 << 7))
-        preshift_output = _srdhm16(hires_value, out_multiplier)
-        relu = hires_value
-        if relu_exponent > 0:
-            relu = _saturate16(relu * (1 << (relu_exponent - 1)))
-        relu = _srdhm16(relu, relu_multiplier)
-        if relu_exponent > 0:
-            relu = _saturate16(relu * 2)
-        elif relu_exponent < 0:
-            relu = rounding_divide_by_pot(relu, -relu_exponent)
-        relu = _int16((relu + (1 << 15)) >> 1)
-        out = _sdhm16(relu, preshift_output)
-        out = rounding_divide_by_pot(out, -out_exponent) if out_exponent else out
-        outputs.append(max(lo, min(hi, _int16(out + out_type.zero_point))))
-    return np.array(outputs, dtype=np.int64)
+    hires_value = _int16((_storage_values(x_type) - x_type.zero_point) * (1 << 7))
+    preshift_output = _srdhm16(hires_value, out_multiplier)
+    relu = hires_value
+    if relu_exponent > 0:
+        # Any non-zero int16 value saturates from a shift of 16 up: shifting by
+        # no more keeps the products within int64.
+        relu = _saturate16(relu * (1 << min(relu_exponent - 1, 16)))
+    relu = _srdhm16(relu, relu_multiplier)
+    if relu_exponent > 0:
+        relu = _saturate16(relu * 2)
+    elif relu_exponent < 0:
+        relu = rounding_divide_by_pot(relu, -relu_exponent)
+    relu = _int16((relu + (1 << 15)) >> 1)
+    out = _sdhm16(relu, preshift_output)
+    out = rounding_divide_by_pot(out, -out_exponent) if out_exponent else out
+    return np.minimum(np.maximum(_int16(out + out_type.zero_point), out_type.storage_min),
+                      out_type.storage_max)
 
 
 # ---------------------------------------------------------------------------
@@ -848,7 +888,7 @@ def _sigmoid_kernel_int16(op: Op, rw: Rewriter, x_type: UniformQuantized,
         return Failure(f"{op.name}: input multiplier {multiplier} overflows TFLite's int32 product")
     t = op.operands[0].type
     shape, rank = tuple(t.shape), len(t.shape)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     i32_type = t.with_element(i32)
 
     def binary(name: str, a: Value, b: Value, **attrs: object) -> Value:
@@ -1037,14 +1077,13 @@ _NEG_32_OVER_17 = -1010580540
 _ONE_Q2_29 = 1 << 29
 
 
-def exp_byte_tables(multiplier: int, left_shift: int, diff_min: int) -> list[np.ndarray]:
+def exp_byte_tables(multiplier: int, left_shift: int, diff_min: int) -> tuple[np.ndarray, ...]:
     """Four int8 tables, entry d + 255 for d in [-255, 0]: bytes 0, 1, 2 of E(d)
     minus 128, and byte 3 (E < 2^31, so it is below 128)."""
-    exps = np.array([softmax_exp(d, multiplier, left_shift, diff_min) for d in range(-255, 1)],
-                    dtype=np.int64)
+    exps = softmax_exp(np.arange(-255, 1, dtype=np.int64), multiplier, left_shift, diff_min)
     tables = [((exps >> (8 * k)) & 0xFF) - 128 for k in range(3)]
     tables.append(exps >> 24)
-    return [t.astype(np.int8) for t in tables]
+    return tuple(t.astype(np.int8) for t in tables)
 
 
 def _srdhm(e: Elementwise, a: Value, b: Value) -> Value:
@@ -1052,7 +1091,7 @@ def _srdhm(e: Elementwise, a: Value, b: Value) -> Value:
     return e.mul(a, b, shift=31)
 
 
-def _exponentials(e: Elementwise, diff: Value, tables: list[np.ndarray]) -> Value:
+def _exponentials(e: Elementwise, diff: Value, tables: tuple[np.ndarray, ...]) -> Value:
     """E(d) as i32 from the four byte tables."""
     rw = e.rw
     index = rescale(rw, diff, 1.0, i8, input_zp=0, output_zp=_INDEX_OFFSET,
@@ -1110,7 +1149,7 @@ def softmax_int8(op: Op, rw: Rewriter) -> list[Value] | Failure:
     row_max = build.op(rw, "tosa.reduce_max", [x], TensorType(row_shape, i32), axis=axis,
                        nan_mode="PROPAGATE")
     diff = e.sub(x, row_max)
-    exps = _exponentials(e, diff, exp_byte_tables(multiplier, left_shift, diff_min))
+    exps = _exponentials(e, diff, _kept_table(exp_byte_tables, multiplier, left_shift, diff_min))
     scaled_exps = e.shift_right(exps, e.const(ACCUMULATION_INTEGER_BITS, i32), round=True)
     total = build.op(rw, "tosa.reduce_sum", [scaled_exps], TensorType(row_shape, i32),
                      axis=axis)
@@ -1188,7 +1227,7 @@ def softmax_int16(op: Op, rw: Rewriter) -> list[Value] | Failure:
                        f"TFLite's int32 sum")
     beta = np.float32(op.attrs.get("beta", 1.0))
     diff_scale = float(np.float32(x_type.scale) * beta) / (_EXP_LUT_RANGE / _INT16_RANGE)
-    exp_table, reciprocal_table = softmax_int16_tables()
+    exp_table, reciprocal_table = _kept_table(softmax_int16_tables)
     e = Elementwise(rw, len(shape))
     axis = e.rank - 1
     row_shape = (*shape[:-1], 1)

@@ -235,7 +235,7 @@ def bias_operand(rw: Rewriter, op: Op, index: int, channels: int,
     if isinstance(bias, Failure):
         return bias
     shape = tensor_type(bias).shape
-    if int(np.prod(shape)) != channels:
+    if math.prod(shape) != channels:
         return Failure(f"{op.name}: bias has shape {list(shape)} for {channels} channels")
     return reshaped(rw, bias, (channels,)) if len(shape) != 1 else bias
 
@@ -408,8 +408,8 @@ def zero_inserted(rw: Rewriter, x: Value, axis: int, stride: int) -> Value:
     if stride == 1:
         return x
     shape = list(tensor_type(x).shape)
-    outer = int(np.prod(shape[:axis + 1]))
-    inner = int(np.prod(shape[axis + 1:]))
+    outer = math.prod(shape[:axis + 1])
+    inner = math.prod(shape[axis + 1:])
     grouped = build.reshape(rw, x, (outer, 1, inner))
     spread = build.pad(rw, grouped, [0, 0, 0, stride - 1, 0, 0])
     shape[axis] *= stride
@@ -519,7 +519,7 @@ def _to_batch(rw: Rewriter, value: Value, batch: tuple[int, ...]) -> Value:
         multiples = [b if o == 1 else 1 for o, b in zip(own, batch)] + [1, 1]
         value = build.op(rw, "tosa.tile", [value, build.const_shape(rw, multiples)],
                          tensor_type(value).with_shape((*batch, rows, cols)))
-    return reshaped(rw, value, (int(np.prod(batch, dtype=np.int64)), rows, cols))
+    return reshaped(rw, value, (math.prod(batch), rows, cols))
 
 
 def _swap_last(rw: Rewriter, value: Value) -> Value:
@@ -549,7 +549,7 @@ def matmul_operands(rw: Rewriter, op: Op, x: Value, y: Value
         return Failure(f"{op.name}: depths {k} and {y_depth} differ")
     if all(d == 1 for d in y_shape[:-2]) and not adj_x:
         # [*B, M, K] x [K, N] == [1, B*M, K] x [1, K, N]
-        rows = int(np.prod(x_shape[:-1], dtype=np.int64))
+        rows = math.prod(x_shape[:-1])
         lhs = reshaped(rw, x, (1, rows, k))
         rhs = reshaped(rw, y, (1, *y_shape[-2:]))
         batch_size, m_rows = 1, rows
@@ -557,7 +557,7 @@ def matmul_operands(rw: Rewriter, op: Op, x: Value, y: Value
         lhs, rhs = _to_batch(rw, x, batch), _to_batch(rw, y, batch)
         if adj_x:
             lhs = _swap_last(rw, lhs)
-        batch_size, m_rows = int(np.prod(batch, dtype=np.int64)), m
+        batch_size, m_rows = math.prod(batch), m
     if adj_y:
         rhs = _swap_last(rw, rhs)
     return lhs, rhs, (batch_size, m_rows, n)
@@ -807,17 +807,25 @@ def _tie_masks(scales: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.nda
     is 2^(E-1), which needs 1 <= E <= 31; only a scale that the 32-bit multiplier
     holds exactly is taken (the RESCALE then computes `acc * scale` exactly too),
     and at most 1 (see _ties_away_from_zero)."""
-    masks, halves = [], []
-    for scale in np.asarray(scales, dtype=np.float64).tolist():
+    values = np.asarray(scales, dtype=np.float64)
+    # 1 <= E <= 31 with 0 < scale <= 1: a scale below 1 that 2^31 makes an integer
+    # (scaling by a power of two is exact); only those take the exact test.
+    fixed = values * 2.0 ** 31
+    candidates = np.flatnonzero((values > 0) & (values < 1) & (fixed == np.floor(fixed)))
+    if not candidates.size:
+        return None
+    masks = np.zeros(values.shape, dtype=np.int32)
+    halves = np.ones(values.shape, dtype=np.int32)
+    for channel in candidates.tolist():
+        scale = float(values[channel])
         numerator, denominator = scale.as_integer_ratio()  # lowest terms: 2^E below
         exponent = denominator.bit_length() - 1
-        exact = 0 < scale <= 1 and 1 <= exponent <= 31 and \
-            _multiplier_equals(scale, numerator, denominator)
-        masks.append((1 << exponent) - 1 if exact else 0)
-        halves.append(1 << (exponent - 1) if exact else 1)
-    if not any(masks):
+        if _multiplier_equals(scale, numerator, denominator):
+            masks[channel] = (1 << exponent) - 1
+            halves[channel] = 1 << (exponent - 1)
+    if not masks.any():
         return None
-    return np.array(masks, dtype=np.int32), np.array(halves, dtype=np.int32)
+    return masks, halves
 
 
 def _multiplier_equals(scale: float, numerator: int, denominator: int) -> bool:

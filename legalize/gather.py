@@ -11,6 +11,8 @@ compare values and are float patterns.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from legalize.common import constant_value, element, scalar, tensor_type
@@ -36,7 +38,7 @@ GATHER_TYPES = MOVE_TYPES
 
 
 def _prod(dims: list[int] | tuple[int, ...]) -> int:
-    return int(np.prod(dims, dtype=np.int64))
+    return math.prod(dims)
 
 
 def _index_operand(rw: Rewriter, indices: Value, shape: list[int], bound: int

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from legalize.common import require_static, tensor_type, with_fused_activation
@@ -61,7 +63,7 @@ def local_response_normalization(op: Op, rw: Rewriter) -> list[Value] | Failure:
                        "POW a base <= 0, which TOSA leaves unpredictable")
     element = t.element
     e = Elementwise(rw, len(t.shape))
-    rows = int(np.prod(t.shape[:-1], dtype=np.int64))
+    rows = math.prod(t.shape[:-1])
     channels = t.shape[-1]
     squares = e.mul(x, x)
     if radius > 0:

@@ -15,8 +15,9 @@ and reference_ops).
   (TFLite `LUTPopulateInt16`).
 - Constants: `dequantized_values` (TFLite's DEQUANTIZE of stored integers).
 - MEAN: `mean_multiplier` (the 1/N folding of TFLite's integer mean).
-- gemmlowp fixed point (scalar emulation) and SOFTMAX: `exp_on_negative_values`,
-  `softmax_input_scaling`, `softmax_exp` (contents of the softmax tables).
+- gemmlowp fixed point (int32 emulation, on integers or arrays) and SOFTMAX:
+  `exp_on_negative_values`, `softmax_input_scaling`, `softmax_exp` (contents of
+  the softmax tables).
 
 How TFLite's fixed-point scaling maps onto TOSA's `apply_scale_32`:
 TFLite represents a positive real scale as `m * 2^(e - 31)` with a 31-bit
@@ -251,9 +252,10 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         multiplier, shift = _quantize_one(float(values.reshape(-1)[0]), scale32)
         return (np.full(values.shape, multiplier, dtype=np.int64),
                 np.full(values.shape, shift, dtype=np.int64))
-    # min() is NaN if any value is, and NaN >= 0 is false.
-    low = values.min()
-    if not (low >= 0 and values.max() < math.inf):
+    # The least is NaN if any value is, and NaN >= 0 is false. (The ufuncs' own
+    # reductions: ndarray.min adds a Python layer.)
+    low = np.minimum.reduce(values)
+    if not (low >= 0 and np.maximum.reduce(values) < math.inf):
         bad = ~(np.isfinite(values) & (values >= 0))
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
@@ -265,7 +267,7 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
     scaled += 0.5
     multiplier = np.floor(scaled, out=scaled).astype(np.int64)
     shift = np.subtract(31 if scale32 else 15, exponent, dtype=np.int64)
-    if multiplier.max() >> 31:
+    if np.maximum.reduce(multiplier) >> 31:
         # A mantissa that rounded up to 2^31 is halved with the exponent raised.
         carried = multiplier >> 31
         multiplier >>= carried
@@ -274,11 +276,11 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         multiplier = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
     # Scale 0 and exponents below -31 flush to a zero multiplier (TFLite's (0, 0)).
     kept = (31 if scale32 else 15) + 31  # the shift of exponent -31, the last kept
-    if low == 0 or shift.max() > kept:
+    if low == 0 or np.maximum.reduce(shift) > kept:
         zero = (values == 0) | (shift > kept)
         multiplier[zero] = 0
         shift[zero] = ZERO_SHIFT
-    if shift.min() < MIN_SHIFT:
+    if np.minimum.reduce(shift) < MIN_SHIFT:
         small = shift < MIN_SHIFT
         kind = "RESCALE" if scale32 else "16-bit RESCALE"
         raise UnsupportedScale(f"scale {float(values[small][0])!r} needs {kind} shift "
@@ -388,13 +390,13 @@ def rescale(rw: Rewriter, x: Value, scale: float | Sequence[float] | np.ndarray,
     if isinstance(scale, (float, int)):  # one scale: no arrays
         multiplier, shift = _quantize_one(float(scale), scale32)
         if rounding == GEMM_ROUND and scale32:
-            return _gemm_rescale(rw, x, [(multiplier, shift)], out, input_zp, output_zp)
+            return _gemm_rescale(rw, x, np.array([multiplier]), np.array([shift]), out,
+                                 input_zp, output_zp)
         return rescale_by_multiplier(rw, x, multiplier, shift, out, input_zp=input_zp,
                                      output_zp=output_zp, rounding=rounding)
     multipliers, shifts = quantize_multipliers(scale, scale32)
     if rounding == GEMM_ROUND and scale32:
-        pairs = list(zip(multipliers.tolist(), shifts.tolist()))
-        return _gemm_rescale(rw, x, pairs, out, input_zp, output_zp)
+        return _gemm_rescale(rw, x, multipliers, shifts, out, input_zp, output_zp)
     # In the constants' own types (both fit them by construction), which
     # build.rescale then need not convert and check value by value.
     return rescale_by_multiplier(rw, x, multipliers.astype(np.int32 if scale32 else np.int16),
@@ -417,23 +419,25 @@ def _quantize_one(scale: float, scale32: bool) -> tuple[int, int]:
 _ONE_SCALE_MULTIPLIERS: BoundedMemo = BoundedMemo()
 
 
-def _gemm_rescale(rw: Rewriter, x: Value, pairs: Sequence[tuple[int, int]], out: ElementType,
-                  input_zp: int | None, output_zp: int | None) -> Value:
+def _gemm_rescale(rw: Rewriter, x: Value, multipliers: np.ndarray, shifts: np.ndarray,
+                  out: ElementType, input_zp: int | None, output_zp: int | None) -> Value:
     """GEMM_ROUND as two RESCALEs: `hi = (x * m + 2^30) >> 31`, then
     `(hi + 2^(s - 32)) >> (s - 31)` to `out` (a unit multiplier 2^30 at shift
     s - 1), with the output zero point and saturation. A shift of 31 or less
-    is one rounding, SINGLE_ROUND's."""
-    if all(shift <= 31 for _, shift in pairs):
-        return rescale_by_multiplier(rw, x, [m for m, _ in pairs], [s for _, s in pairs], out,
-                                     input_zp=input_zp, output_zp=output_zp,
+    is one rounding, SINGLE_ROUND's. `multipliers` and `shifts` are integer
+    arrays, one entry per channel (or one for the tensor)."""
+    if np.maximum.reduce(shifts) <= 31:
+        return rescale_by_multiplier(rw, x, multipliers.astype(np.int32), shifts.astype(np.int8),
+                                     out, input_zp=input_zp, output_zp=output_zp,
                                      rounding=SINGLE_ROUND)
-    high = rescale_by_multiplier(rw, x, [m for m, _ in pairs],
-                                 [min(shift, 31) for _, shift in pairs], i32,
+    high = rescale_by_multiplier(rw, x, multipliers.astype(np.int32),
+                                 np.minimum(shifts, 31).astype(np.int8), i32,
                                  input_zp=input_zp, output_zp=0, rounding=SINGLE_ROUND)
     # The second step: (hi * 2^30 + 2^(s - 2)) >> (s - 1), or the identity
     # (hi * 2^29 + 2^28) >> 29 for a channel whose shift the first step completed.
-    second = [(1 << 30, shift - 1) if shift > 31 else (1 << 29, 29) for _, shift in pairs]
-    return rescale_by_multiplier(rw, high, [m for m, _ in second], [s for _, s in second], out,
+    completed = shifts <= 31
+    return rescale_by_multiplier(rw, high, np.where(completed, 1 << 29, 1 << 30).astype(np.int32),
+                                 np.where(completed, 29, shifts - 1).astype(np.int8), out,
                                  input_zp=0, output_zp=output_zp, rounding=SINGLE_ROUND)
 
 
@@ -586,7 +590,8 @@ def table_i16(fn: Callable[[np.floating], np.floating], in_type: UniformQuantize
     # `(int16_t)std::min(std::max(v, -32768), 32767)` on x86: std::max/min
     # return their first argument when a comparison with NaN is false, so NaN
     # reaches the cast, which gives 0.
-    return np.where(np.isnan(entries), 0, np.clip(entries, -32768, 32767)).astype(np.int16)
+    saturated = np.minimum(np.maximum(entries, -32768), 32767)
+    return np.where(np.isnan(entries), 0, saturated).astype(np.int16)
 
 
 def _apply(fn: Callable[[np.floating], np.floating], x: np.ndarray, f: type) -> np.ndarray:
@@ -627,45 +632,48 @@ def mean_multiplier(scale: float, count: int) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------
-# gemmlowp fixed point (fixedpoint/fixedpoint.h), scalar int32 emulation, for
-# tables that hold what TFLite's fixed-point kernels compute
+# gemmlowp fixed point (fixedpoint/fixedpoint.h), int32 emulation, for tables
+# that hold what TFLite's fixed-point kernels compute. Each function takes
+# integers or int64 arrays of int32 values (every product stays below 2^63), so
+# that a table is computed for all its inputs at once.
 
 INT32_MAX = (1 << 31) - 1
 
+IntOrArray = int | np.ndarray
 
-def _wrap32(x: int) -> int:
+
+def _wrap32(x: IntOrArray) -> IntOrArray:
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def saturating_rounding_doubling_high_mul(a: int, b: int) -> int:
+def saturating_rounding_doubling_high_mul(a: IntOrArray, b: IntOrArray) -> IntOrArray:
     """gemmlowp `SaturatingRoundingDoublingHighMul` on int32: round(a * b / 2^31),
     ties toward +inf, INT32_MIN * INT32_MIN saturates. gemmlowp nudges the
     product by 2^30 (by 1 - 2^30 when negative) and C division truncates; for a
     negative product that is the floor of (a * b + 2^30) / 2^31 too."""
-    if a == b == -(1 << 31):
-        return INT32_MAX
-    return (a * b + (1 << 30)) >> 31
+    high = (a * b + (1 << 30)) >> 31
+    # Only INT32_MIN * INT32_MIN reaches 2^31.
+    return high - (high > INT32_MAX)
 
 
-def rounding_divide_by_pot(x: int, exponent: int) -> int:
+def rounding_divide_by_pot(x: IntOrArray, exponent: IntOrArray) -> IntOrArray:
     """gemmlowp `RoundingDivideByPOT`: x / 2^exponent rounded half away from zero."""
     mask = (1 << exponent) - 1
     remainder = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> exponent) + (1 if remainder > threshold else 0)
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
 
 
-def saturating_left_shift(x: int, exponent: int) -> int:
-    """gemmlowp `SaturatingRoundingMultiplyByPOT<exponent>` for exponent > 0."""
-    threshold = (1 << (31 - exponent)) - 1
-    if x > threshold:
-        return INT32_MAX
-    if x < -threshold:
-        return -(1 << 31)
-    return _wrap32(x << exponent)
+def saturating_left_shift(x: IntOrArray, exponent: int) -> IntOrArray:
+    """gemmlowp `SaturatingRoundingMultiplyByPOT<exponent>` for exponent > 0: x
+    beyond +-(2^(31 - exponent) - 1) saturates; clipped one past that bound, the
+    shift gives 2^31 (one more than INT32_MAX) or exactly INT32_MIN."""
+    bound = 1 << (31 - exponent)
+    shifted = np.maximum(np.minimum(x, bound), -bound) << exponent
+    return shifted - (shifted > INT32_MAX)
 
 
-def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: int) -> int:
+def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: IntOrArray) -> IntOrArray:
     """gemmlowp's Taylor expansion of exp around -1/8, Q0.31 in and out."""
     constant_term = 1895147668     # exp(-1/8) in Q0.31
     constant_1_over_3 = 715827883  # 1/3 in Q0.31
@@ -685,7 +693,7 @@ _EXP_OF_NEGATIVE_POWERS_OF_TWO = ((-2, 1672461947), (-1, 1302514674), (0, 790015
                                   (1, 290630308), (2, 39332535), (3, 720401), (4, 242))
 
 
-def exp_on_negative_values(a: int, integer_bits: int) -> int:
+def exp_on_negative_values(a: IntOrArray, integer_bits: int) -> IntOrArray:
     """gemmlowp `exp_on_negative_values`: exp(a) for a <= 0 given as raw
     Q(integer_bits).(31 - integer_bits), result raw Q0.31."""
     fractional_bits = 31 - integer_bits
@@ -696,11 +704,12 @@ def exp_on_negative_values(a: int, integer_bits: int) -> int:
         if integer_bits else a_mod_quarter_minus_one_quarter)
     remainder = a_mod_quarter_minus_one_quarter - a
     for exponent, multiplier in _EXP_OF_NEGATIVE_POWERS_OF_TWO:
-        if integer_bits > exponent and remainder & (1 << (fractional_bits + exponent)):
-            result = saturating_rounding_doubling_high_mul(result, multiplier)
-    if integer_bits > 5 and a < -(1 << (36 - integer_bits)):
-        result = 0
-    return INT32_MAX if a == 0 else result
+        if integer_bits > exponent:
+            result = np.where(remainder & (1 << (fractional_bits + exponent)),
+                              saturating_rounding_doubling_high_mul(result, multiplier), result)
+    if integer_bits > 5:
+        result = np.where(a < -(1 << (36 - integer_bits)), 0, result)
+    return np.where(a == 0, INT32_MAX, result)
 
 
 # ---------------------------------------------------------------------------
@@ -727,13 +736,16 @@ def softmax_input_scaling(beta: float, input_scale: float) -> tuple[int, int, in
     return multiplier, left_shift, -radius
 
 
-def softmax_exp(diff: int, multiplier: int, left_shift: int, diff_min: int) -> int:
+def softmax_exp(diff: IntOrArray, multiplier: int, left_shift: int, diff_min: int
+                ) -> IntOrArray:
     """exp(beta * s_in * diff) in Q0.31 as reference_ops::Softmax computes it
     (kernels/internal/reference/softmax.h), 0 for differences below diff_min."""
-    if diff < diff_min:
-        return 0
-    scaled = saturating_rounding_doubling_high_mul(diff * (1 << left_shift), multiplier)
-    return exp_on_negative_values(scaled, SOFTMAX_DIFF_INTEGER_BITS)
+    # Differences below diff_min are not scaled by the kernel (the product could
+    # leave int32): computed as diff_min, then replaced by 0.
+    kept = np.maximum(diff, diff_min)
+    scaled = saturating_rounding_doubling_high_mul(kept * (1 << left_shift), multiplier)
+    return np.where(diff < diff_min, 0,
+                    exp_on_negative_values(scaled, SOFTMAX_DIFF_INTEGER_BITS))
 
 
 __all__ = [

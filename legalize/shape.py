@@ -21,6 +21,7 @@ DYNAMIC_UPDATE_SLICE); gather.py, resize.py and misc.py use them too.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -87,7 +88,7 @@ def int_list(value: Value) -> list[int] | None:
     array = constant_value(value)
     if array is None:
         return None
-    return [int(v) for v in np.asarray(array).reshape(-1)]
+    return [int(v) for v in np.asarray(array).reshape(-1).tolist()]
 
 
 def shape_of(value: Value) -> tuple[int, ...]:
@@ -207,8 +208,8 @@ def take_every(rw: Rewriter, x: Value, axis: int, step: int, count: int) -> Valu
         x = pad_with(rw, x, padding, pad_value(element(x)))
     elif count * step < shape[axis]:
         x = slice_along(rw, x, axis, 0, count * step)
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:])
     grouped = reshape_to(rw, x, [outer, count, step, inner])
     picked = slice_of(rw, grouped, [0, 0, 0, 0], [outer, count, 1, inner])
     shape[axis] = count
@@ -233,7 +234,7 @@ def _target_shape(op: Op) -> list[int] | Failure:
     if requested is None:
         return Failure(f"{op.name}: the target shape is not a constant")
     count = tensor_type(op.operands[0]).num_elements
-    known = int(np.prod([d for d in requested if d != -1], dtype=np.int64))
+    known = math.prod(d for d in requested if d != -1)
     return [count // known if d == -1 else d for d in requested]
 
 

@@ -8,7 +8,7 @@ STRIDED_SLICE start at a run-time position; type-generic moves, see
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from legalize.common import tensor_type
 from legalize.gather import Window, gather_window
@@ -184,7 +184,7 @@ def strided_slice(op: Op, rw: Rewriter) -> list[Value] | Failure:
     for axis, (_, k, n) in enumerate(axes):
         if k < 0:
             x = reverse_axis(rw, x, axis)
-    expected = int(np.prod([n for _, _, n in axes], dtype=np.int64))
+    expected = math.prod(n for _, _, n in axes)
     if expected != tensor_type(op.result).num_elements:
         return Failure(f"{op.name}: computed {expected} elements, the result has "
                        f"{tensor_type(op.result).num_elements}")

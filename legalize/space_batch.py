@@ -6,7 +6,7 @@ SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND, each a RESHAPE / TRANSPOSE / RESHAPE
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from legalize.common import element
 from legalize.registry import pattern
@@ -120,7 +120,7 @@ def batch_to_space_nd(op: Op, rw: Rewriter) -> list[Value] | Failure:
     shape = shape_of(x)
     block, crops = params
     m = len(block)
-    batch = shape[0] // int(np.prod(block, dtype=np.int64))
+    batch = shape[0] // math.prod(block)
     spatial = list(shape[1:1 + m])
     rest = list(shape[1 + m:])
     x = reshape_to(rw, x, block + [batch] + spatial + rest)
