@@ -91,6 +91,7 @@ from legalize.quantized import (
     softmax_input_scaling,
     table_i16,
     tflite_quantize_multiplier,
+    wrap32,
 )
 from legalize.registry import pattern
 from tfl2tosa.ir.core import Op, Value
@@ -620,13 +621,6 @@ def rsqrt_int(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 # Inputs are scaled up by 2^20 to keep the inverse square root an integer.
 _RSQRT_SHIFT = 20
-_INT32_MAX = (1 << 31) - 1
-
-
-def _wrap32(x: IntOrArray) -> IntOrArray:
-    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
 def _multiply_by_quantized_multiplier(x: IntOrArray, multiplier: IntOrArray,
                                       shift: IntOrArray) -> IntOrArray:
     """TFLite's MultiplyByQuantizedMultiplier (default build, double rounding), on
@@ -634,7 +628,7 @@ def _multiply_by_quantized_multiplier(x: IntOrArray, multiplier: IntOrArray,
     up it is 0, as with a shift of 32 (which keeps the product within int64)."""
     left, right = np.minimum(np.maximum(shift, 0), 32), np.maximum(-shift, 0)
     return rounding_divide_by_pot(
-        saturating_rounding_doubling_high_mul(_wrap32(x * (1 << left)), multiplier), right)
+        saturating_rounding_doubling_high_mul(wrap32(x * (1 << left)), multiplier), right)
 
 
 def inv_sqrt_multiplier(value: IntOrArray) -> tuple[IntOrArray, IntOrArray]:
@@ -662,14 +656,14 @@ def inv_sqrt_multiplier(value: IntOrArray) -> tuple[IntOrArray, IntOrArray]:
     for _ in range(5):
         cube = saturating_left_shift(saturating_rounding_doubling_high_mul(
             saturating_rounding_doubling_high_mul(x, x), x), 6)
-        x = saturating_left_shift(_wrap32(saturating_rounding_doubling_high_mul(three_halves, x)
+        x = saturating_left_shift(wrap32(saturating_rounding_doubling_high_mul(three_halves, x)
                                           - saturating_rounding_doubling_high_mul(half_input,
                                                                                   cube)), 3)
     x = saturating_rounding_doubling_high_mul(x, 1518500250)  # sqrt(1/2) in Q0.31
     # A negative shift is applied to the multiplier (within int32 here).
-    x = np.where(shift < 0, _wrap32(x << np.maximum(-shift, 0)), x)
+    x = np.where(shift < 0, wrap32(x << np.maximum(-shift, 0)), x)
     shift = np.maximum(shift, 0)
-    return np.where(at_most_one, _INT32_MAX, x), np.where(at_most_one, 0, -shift)
+    return np.where(at_most_one, INT32_MAX, x), np.where(at_most_one, 0, -shift)
 
 
 def rsqrt_int8_outputs(x_type: UniformQuantized, out_type: UniformQuantized) -> np.ndarray:
@@ -738,7 +732,7 @@ def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _multiplier_16(scale: float) -> tuple[int, int]:
     """QuantizeMultiplier then DownScaleInt32ToInt16Multiplier: (Q0.15, exponent)."""
     multiplier, exponent = tflite_quantize_multiplier(scale)
-    if multiplier >= _INT32_MAX - (1 << 15):
+    if multiplier >= INT32_MAX - (1 << 15):
         return (1 << 15) - 1, exponent
     return (multiplier + (1 << 15)) >> 16, exponent
 

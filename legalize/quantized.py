@@ -642,7 +642,8 @@ INT32_MAX = (1 << 31) - 1
 IntOrArray = int | np.ndarray
 
 
-def _wrap32(x: IntOrArray) -> IntOrArray:
+def wrap32(x: IntOrArray) -> IntOrArray:
+    """x wrapped to int32 (two's complement), as C++'s narrowing to int32_t does."""
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
@@ -684,7 +685,7 @@ def _exp_on_interval_between_negative_one_quarter_and_0_excl(a: IntOrArray) -> I
     x4_over_4 = rounding_divide_by_pot(x4, 2)
     polynomial = rounding_divide_by_pot(
         saturating_rounding_doubling_high_mul(x4_over_4 + x3, constant_1_over_3) + x2, 1)
-    return _wrap32(constant_term
+    return wrap32(constant_term
                    + saturating_rounding_doubling_high_mul(constant_term, x + polynomial))
 
 
