@@ -49,6 +49,8 @@ TAKEN = [
     "run m.tosa",
     "run m.tosa -i x.npy --input y=y.npy -o outputs --json",
     "run m.tosa --out d --output d",
+    "convert ./m.tflite -o ./o//m.tosa --report .//r.json/",
+    "run m.tosa -o out//a/ --out ./out/a",
     "run -i a.npy m.tosa -i b.npy",
 ]
 
@@ -58,7 +60,13 @@ def test_fast_path_passes_what_typer_passes(line: str, monkeypatch: pytest.Monke
     args = hoist_verbose(line.split())
     parsed = fast.parse(args)
     assert parsed is not None
-    assert parsed[1] == typer_arguments(args, monkeypatch)
+    expected = typer_arguments(args, monkeypatch)
+    # Where typer makes a pathlib.Path of a path, the fast path hands the text
+    # (the work shows and opens both alike: tests/test_paths.py).
+    paths = {name for name, value in expected.items() if isinstance(value, Path)}
+    assert all(isinstance(parsed[1][name], str) for name in paths)
+    assert {name: Path(value) if name in paths else value
+            for name, value in parsed[1].items()} == expected
 
 
 LEFT_TO_TYPER = [
@@ -97,8 +105,8 @@ def test_every_option_of_the_typer_command_is_known(name: str) -> None:
     assert arguments == [fast.COMMANDS[name].argument]
 
 
-def test_report_and_output_directory_are_paths() -> None:
-    _, keywords = fast.parse(["convert", "m.tflite", "--report", "r.json"])
-    assert keywords["report"] == Path("r.json")
-    _, keywords = fast.parse(["run", "m.tosa", "-o", "d"])
-    assert keywords["out"] == Path("d")
+def test_report_and_output_directory_are_the_text_given() -> None:
+    _, keywords = fast.parse(["convert", "m.tflite", "--report", "./r.json"])
+    assert keywords["report"] == "./r.json"
+    _, keywords = fast.parse(["run", "m.tosa", "-o", "d//"])
+    assert keywords["out"] == "d//"

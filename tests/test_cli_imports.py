@@ -17,6 +17,13 @@ change them).
 - A `.tosa` convert loads neither the MLIR printer, flatc's reader classes nor
   the flatbuffers package (the writer builds with tosa/fbs/builder.py and
   flatc's builder functions, generated without that import).
+- A plain `convert` or `run` loads no pathlib (nor the ntpath, fnmatch and
+  urllib it brings): paths are shown and opened by tfl2tosa/paths.py.
+
+The probe starts Python without `site` (-S) and puts site-packages on sys.path
+itself, as an installed interpreter finds it: `site` would run this venv's
+editable-install hook, which imports pathlib into every process and would hide
+a module of ours that does.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import ast
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # the probe must not load what the tests look for).
 PROBE = """
 import atexit, sys
+sys.path.extend(%r)
 def report():
     names = set(sys.modules)
     print("\\n" + repr({"top": sorted({n.split(".")[0] for n in names}),
@@ -48,11 +57,14 @@ main()
 """
 
 
-def loaded_modules(*args: str) -> dict[str, list[str]]:
+SITE_PACKAGES = list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
+
+
+def loaded_modules(*args: str, cwd: Path = ROOT) -> dict[str, list[str]]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
         "PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-S", "-c", PROBE % SITE_PACKAGES, *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
     last = done.stderr.strip().splitlines()[-1]
     return ast.literal_eval(last)
 
@@ -111,7 +123,38 @@ def test_convert_loads_no_dataclasses_fractions_or_tflite_package(tmp_path, mode
         assert unused not in modules["top"]
 
 
-def test_run_loads_no_typer(tmp_path):
+PATHLIB_AND_ITS_IMPORTS = ("pathlib", "ntpath", "fnmatch", "urllib")
+
+
+def test_the_probe_sees_pathlib_where_it_is_imported():
+    # typer imports pathlib: were the probe's own start-up to import it, or to
+    # miss it, the tests below could not fail.
+    assert "pathlib" in loaded_modules("convert", "--help")["top"]
+
+
+@pytest.mark.parametrize("options, written", [
+    (["-o", "out.tosa"], ["out.tosa"]),
+    ([], ["m.tosa"]),
+    (["--report", "r.json"], ["m.tosa", "r.json"]),
+    (["--emit", "mlir"], ["m.mlir"]),
+    (["--emit", "mlir", "-o", "./o//m.mlir", "--report", "r.json"], ["o/m.mlir", "r.json"]),
+], ids=["-o out.tosa", "default output", "--report", "--emit mlir",
+        "--emit mlir -o ./o//m.mlir --report"])
+def test_convert_loads_no_pathlib(tmp_path, options, written):
+    (tmp_path / "o").mkdir()
+    model = (ROOT / "models/arch/mobilenet_tiny_int8.tflite").read_bytes()
+    (tmp_path / "m.tflite").write_bytes(model)
+    modules = loaded_modules("convert", "m.tflite", *options, cwd=tmp_path)
+    for name in written:
+        assert (tmp_path / name).stat().st_size > 0
+    for unused in PATHLIB_AND_ITS_IMPORTS:
+        assert unused not in modules["top"]
+
+
+@pytest.mark.parametrize("options, directory", [(["-o", "out"], "out"), ([], "."),
+                                                (["-o", "./a//b/", "--json"], "a/b")],
+                         ids=["-o out", "default output", "-o ./a//b/ --json"])
+def test_run_loads_no_typer_nor_pathlib(tmp_path, options, directory):
     model = ROOT / "models/arch/mobilenet_tiny_int8.tflite"
     tosa = tmp_path / "m.tosa"
     loaded_modules("convert", str(model), "-o", str(tosa))
@@ -120,10 +163,9 @@ def test_run_loads_no_typer(tmp_path):
 
     (x,) = read_tosa(str(tosa)).main.inputs
     np.save(tmp_path / "x.npy", np.zeros(x.type.shape, numpy_dtype(storage_type(x.type.element))))
-    modules = loaded_modules("run", str(tosa), "-i", str(tmp_path / "x.npy"),
-                             "-o", str(tmp_path / "out"))
-    assert list((tmp_path / "out").glob("*.npy"))
-    for heavy in ("typer", "click", "tensorflow", "ai_edge_litert"):
+    modules = loaded_modules("run", "m.tosa", "-i", "x.npy", *options, cwd=tmp_path)
+    assert set((tmp_path / directory).glob("*.npy")) - {tmp_path / "x.npy"}
+    for heavy in ("typer", "click", "tensorflow", "ai_edge_litert") + PATHLIB_AND_ITS_IMPORTS:
         assert heavy not in modules["top"]
 
 

@@ -27,7 +27,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,7 @@ from tfl2tosa.kernels import KERNELS
 from tfl2tosa.kernels import kernels as kernels_for
 from tfl2tosa.ir.core import Module
 from tfl2tosa.ir.types import Record
+from tfl2tosa.paths import exists, file_name, is_dir, parent, shown_path
 
 DEFAULT_PROFILES = ("PRO-INT", "PRO-FP")
 # Ops that hold data rather than compute: TFLite's operator count (as TFLite and
@@ -375,7 +375,7 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def _create_temporary(target: Path) -> tuple[int, str]:
+def _create_temporary(target: str) -> tuple[int, str]:
     """A new file `.NAME.<random>` beside `target`, opened for writing, and its path.
 
     What `tempfile.mkstemp` does, without importing `tempfile` (and with it
@@ -384,22 +384,23 @@ def _create_temporary(target: Path) -> tuple[int, str]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}")
+        tmp = os.path.join(parent(target), f".{file_name(target)}.{os.urandom(6).hex()}")
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:
             continue
-    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(target.parent))
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", parent(target))
 
 
-def check_writable(path: str | os.PathLike) -> Path:
-    """`path` as a Path, if a file can be written there: its directory exists and
-    the path is not a directory. Else UsageError, said in one line."""
-    target = Path(path)
-    if target.is_dir():
+def check_writable(path: str | os.PathLike[str]) -> str:
+    """`path` as pathlib shows it (tfl2tosa.paths), if a file can be written there:
+    its directory exists and the path is not a directory. Else UsageError, said
+    in one line."""
+    target = shown_path(path)
+    if is_dir(target):
         raise UsageError(f"cannot write {target}: it is a directory")
-    directory = target.parent
-    if not directory.is_dir():
-        what = "is not a directory" if directory.exists() else "does not exist"
+    directory = parent(target)
+    if not is_dir(directory):
+        what = "is not a directory" if exists(directory) else "does not exist"
         raise UsageError(f"cannot write {target}: directory {directory} {what}")
     return target

@@ -4,13 +4,14 @@ both typer's command (`convert.py`) and the fast path (`fast.py`) call
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfl2tosa.cli.terminal import human_size, progress_line, summary_line
 from tfl2tosa.errors import ConversionError, UsageError
+from tfl2tosa.paths import file_name, shown_path
 
 if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
     from tfl2tosa.pipeline import ConversionReport
@@ -18,8 +19,8 @@ if TYPE_CHECKING:  # imported when the command runs (`--help` must not load nump
 
 def convert_model(model: str, output: str | None, output_alias: str | None, emit_form: str,
                   profile: list[str], extension: list[str] | None, disable: list[str],
-                  no_fallback: bool, report: Path | None, quiet: bool, hybrid: str,
-                  kernels: str) -> None:
+                  no_fallback: bool, report: str | os.PathLike[str] | None, quiet: bool,
+                  hybrid: str, kernels: str) -> None:
     from tfl2tosa.pipeline import check_writable, convert, emit, write_atomically
 
     if emit_form not in ("tosa", "mlir", "tfl"):
@@ -37,12 +38,12 @@ def convert_model(model: str, output: str | None, output_alias: str | None, emit
             output = "-"
         else:
             suffix = {"tosa": ".tosa", "mlir": ".mlir", "tfl": ".tfl.mlir"}[emit_form]
-            output = str(Path(model).with_suffix(suffix))
+            output = _with_suffix(model, suffix)
     for path in (output, report):  # before the work, not after it
         if path is not None and path != "-":
             check_writable(path)
     conversion: ConversionReport | None = None
-    with progress_line(f"converting {Path(model).name}", enabled=not quiet) as show:
+    with progress_line(f"converting {file_name(shown_path(model))}", enabled=not quiet) as show:
         if emit_form == "tfl":
             from tfl2tosa.tflite_import import load
 
@@ -69,6 +70,20 @@ def convert_model(model: str, output: str | None, output_alias: str | None, emit
     if conversion is not None:
         summary_line(_summary(conversion, output, len(data), time.perf_counter() - started),
                      enabled=not quiet)
+
+
+def _with_suffix(model: str, suffix: str) -> str:
+    """The default output path: `model` with its suffix replaced, as pathlib's
+    `with_suffix` gives it."""
+    shown = shown_path(model)
+    name = file_name(shown)
+    if not name:  # `.`, `/`: pathlib's own error, as the command always said
+        from pathlib import Path
+
+        Path(shown).with_suffix(suffix)
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name
+    return shown[:len(shown) - len(name)] + stem + suffix
 
 
 def _one_of(value: str | None, alias: str | None) -> str | None:

@@ -5,7 +5,9 @@ small model (README, "Known limits"), and `convert` and `run` are the
 commands scripts call once per model. A command line made only of the
 command's own options, each spelled out in full (`-o out.tosa`, `--profile
 PRO-INT`), is parsed here and handed to the same function typer's command
-calls, with the values typer would pass. Anything else (`--help`, an unknown
+calls, with the values typer would pass (a path as the text given where
+typer makes a `pathlib.Path` of it: the work shows and opens both alike, and
+the fast path needs no pathlib). Anything else (`--help`, an unknown
 or repeated option, `--opt=value`, `--`, a value that looks like an option, a
 missing or extra argument, a global option other than `--verbose`) returns
 None, and typer parses it: usage errors and help stay typer's.
@@ -15,19 +17,17 @@ None, and typer parses it: usage errors and help stay typer's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 
 class Option:
     """One option of a command: the parameter it sets and how."""
 
-    __slots__ = ("convert", "kind", "parameter")
+    __slots__ = ("kind", "parameter")
 
-    def __init__(self, parameter: str, kind: str, convert: Callable[[str], Any] = str) -> None:
+    def __init__(self, parameter: str, kind: str) -> None:
         self.parameter = parameter
         self.kind = kind          # "flag", "value" or "multiple" (repeatable value)
-        self.convert = convert    # typer's conversion of the text (str or Path)
 
 
 class Command:
@@ -78,15 +78,15 @@ COMMANDS = {
         ("--extension",): Option("extension", "multiple"),
         ("--disable",): Option("disable", "multiple"),
         ("--no-fallback",): Option("no_fallback", "flag"),
-        ("--report",): Option("report", "value", Path),
+        ("--report",): Option("report", "value"),
         ("--quiet", "-q"): Option("quiet", "flag"),
         ("--hybrid",): Option("hybrid", "value"),
         ("--kernels",): Option("kernels", "value"),
     }, _convert_defaults, _convert_work),
     "run": Command("file", {
         ("--input", "-i"): Option("inputs", "multiple"),
-        ("-o", "--output"): Option("out", "value", Path),
-        ("--out",): Option("out_alias", "value", Path),
+        ("-o", "--output"): Option("out", "value"),
+        ("--out",): Option("out_alias", "value"),
         ("--json",): Option("as_json", "flag"),
     }, _run_defaults, _run_work),
 }
@@ -115,11 +115,11 @@ def parse(args: list[str]) -> tuple[str, dict[str, Any]] | None:
             if value is None or value == "" or (value.startswith("-") and value != "-"):
                 return None
             if option.kind == "multiple":
-                given.setdefault(option.parameter, []).append(option.convert(value))
+                given.setdefault(option.parameter, []).append(value)
             elif option.parameter in given:
                 return None
             else:
-                given[option.parameter] = option.convert(value)
+                given[option.parameter] = value
         elif argument is None and word:
             argument = word
         else:

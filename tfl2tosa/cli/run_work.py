@@ -3,12 +3,13 @@ typer's command (`run.py`) and the fast path (`fast.py`) call `run_model`."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfl2tosa.cli import CommandFailed, echo, read_npy
+from tfl2tosa.paths import exists, is_dir, parent, shown_path
 
 if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
     import numpy as np
@@ -47,7 +48,7 @@ def bind_inputs(specs: list[str], input_names: list[str]) -> dict[str, np.ndarra
             if name in named:
                 raise CommandFailed(f"input {name!r} is given twice")
             named[name] = _load(path)
-        elif sep and not Path(spec).exists():
+        elif sep and not exists(shown_path(spec)):
             raise CommandFailed(f"{name!r} is not an input of the graph; inputs are "
                                 f"{input_names}")
         else:
@@ -60,32 +61,35 @@ def bind_inputs(specs: list[str], input_names: list[str]) -> dict[str, np.ndarra
     return named
 
 
-def run_model(file: str, inputs: list[str], out: Path | None, out_alias: Path | None,
-              as_json: bool) -> None:
+def run_model(file: str, inputs: list[str], out: str | os.PathLike[str] | None,
+              out_alias: str | os.PathLike[str] | None, as_json: bool) -> None:
     import numpy as np
 
     import reference_model
     from tfl2tosa.tosa.reader import read_tosa
 
-    if out is not None and out_alias is not None and out != out_alias:
+    # Typer hands these as Paths, the fast path as the text given: compared and
+    # shown as pathlib shows them either way.
+    if out is not None and out_alias is not None and shown_path(out) != shown_path(out_alias):
         raise CommandFailed("give the output directory once: -o/--output (--out is its old "
                             "spelling)", 2)
-    out = out or out_alias or Path(".")
+    directory = shown_path(out if out is not None else out_alias if out_alias is not None
+                           else ".")
     module = read_tosa(file)
     bound = bind_inputs(inputs, [v.name for v in module.main.inputs])
     start = time.perf_counter()
     outputs = reference_model.run(module, bound)
     elapsed = time.perf_counter() - start
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_directories(directory)
     except OSError as exc:
-        raise CommandFailed(f"cannot create {out}: {exc}") from None
+        raise CommandFailed(f"cannot create {directory}: {exc}") from None
     taken: set[str] = set()
     summary = []
     for index, (name, array) in enumerate(outputs.items()):
-        path = out / safe_filename(name, index, taken)
+        path = shown_path(os.path.join(directory, safe_filename(name, index, taken)))
         np.save(path, array)
-        summary.append({"name": name, "file": str(path), "shape": list(array.shape),
+        summary.append({"name": name, "file": path, "shape": list(array.shape),
                         "dtype": str(array.dtype)})
     if as_json:
         import json
@@ -96,3 +100,18 @@ def run_model(file: str, inputs: list[str], out: Path | None, out_alias: Path | 
         for entry in summary:
             echo(f"{entry['name']}: {entry['dtype']}{entry['shape']} -> {entry['file']}")
         echo(f"ran in {elapsed * 1000:.1f} ms")
+
+
+def _make_directories(directory: str, parents: bool = True) -> None:
+    """`pathlib.Path(directory).mkdir(parents=True, exist_ok=True)`: each missing
+    parent made in turn, so an error names the directory pathlib's would."""
+    try:
+        os.mkdir(directory)
+    except FileNotFoundError:
+        if not parents or parent(directory) == directory:
+            raise
+        _make_directories(parent(directory))
+        _make_directories(directory, parents=False)
+    except OSError:
+        if not is_dir(directory):
+            raise

@@ -62,7 +62,6 @@ import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from tfl2tosa.ir.core import Module
@@ -97,8 +96,9 @@ class _LazyTflitePackage(types.ModuleType):
         if not self.__dict__.get("_whole_package_loaded"):
             self._whole_package_loaded = True
             with _numpy_probe_answered():
-                exec(compile(Path(self.__file__).read_bytes(), self.__file__, "exec"),
-                     self.__dict__)
+                with open(self.__file__, "rb") as file:
+                    code = compile(file.read(), self.__file__, "exec")
+                exec(code, self.__dict__)
         try:
             return self.__dict__[name]
         except KeyError:

@@ -13,12 +13,12 @@ import mmap
 import os
 import re
 import struct
-from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
 from tfl2tosa.errors import IRError, ModelError
+from tfl2tosa.paths import shown_path
 from tfl2tosa.tflite_import.flat import SchemaTable, Table
 from tfl2tosa.versions import TFLITE_SCHEMA_VERSION
 
@@ -87,14 +87,14 @@ def open_source(source: Source) -> tuple[Buffer, str | None]:
     if not isinstance(source, (str, os.PathLike)):
         raise ModelError(f"cannot read a model from a {type(source).__name__}; "
                          "give a path, bytes or a memoryview")
-    path = Path(source)
+    path = shown_path(source)
     try:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
             if size == 0:
                 raise ModelError(f"{path}: file is empty, not a TFLite model")
             # The mapping outlives the file object; constants are views into it.
-            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ), str(path)
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ), path
     except IsADirectoryError:
         raise ModelError(f"{path}: is a directory, not a .tflite file") from None
     except FileNotFoundError:

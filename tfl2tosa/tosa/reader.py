@@ -30,7 +30,6 @@ import functools
 import math
 import os
 import struct
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from tfl2tosa.errors import IRError, TosaFileError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
 from tfl2tosa.ir.types import ShapeType, TensorType, Type
 from tfl2tosa.memo import BoundedMemo
+from tfl2tosa.paths import shown_path
 from tfl2tosa.tosa import ops as tosa_ops
 from tfl2tosa.tosa.fbs import tosa_generated as fb
 from tfl2tosa.tosa.fbs.encoding import (
@@ -303,7 +303,8 @@ def read_tosa(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -
     """Read a `.tosa` file (a path, or its bytes) into a Module."""
     if isinstance(source, (str, os.PathLike)):
         try:
-            data = Path(source).read_bytes()
+            with open(shown_path(source), "rb") as file:
+                data = file.read()
         except OSError as exc:
             raise TosaFileError(f"cannot read {os.fspath(source)}: {exc.strerror}") from None
     else:

@@ -33,7 +33,6 @@ import math
 import os
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,8 +74,14 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
     metadata, blobs = _Serializer(module).serialize()
     if path is None:
         return b"".join(_file_pieces(metadata, blobs))
-    target = Path(path)
-    partial = target.with_name(target.name + ".partial")
+    from tfl2tosa.paths import file_name, shown_path
+
+    target = shown_path(path)
+    if not file_name(target):  # `.`, `/`: pathlib's own error, as before
+        from pathlib import Path
+
+        Path(target).with_name(".partial")
+    partial = target + ".partial"
     with open(partial, "wb") as f:
         f.writelines(_file_pieces(metadata, blobs))
     os.replace(partial, target)
