@@ -117,6 +117,15 @@ def _cases(tmp: Path) -> dict[str, tuple[list[object], tuple[str, ...]]]:
                                        ("--json", "--markdown")),
         "convert --extension unknown": (["convert", FLOAT_ADD, "--extension", "EXT-NOPE"],
                                         ("EXT-NOPE", "EXT-INT16")),
+        # No file name to name the default output after.
+        "convert the current directory": (["convert", "."], (".", "is a directory")),
+        "convert the root directory": (["convert", "/"], ("/", "is a directory")),
+        # Names longer than a file system takes (255 bytes): not mere absence.
+        "convert -o a name too long": (["convert", FLOAT_ADD, "-o", tmp / ("a" * 300 + ".tosa")],
+                                       ("cannot write", "File name too long")),
+        "convert --report a name too long": (
+            ["convert", FLOAT_ADD, "-o", tmp / "x.tosa", "--report", tmp / ("r" * 300)],
+            ("cannot write", "File name too long")),
     }
 
 

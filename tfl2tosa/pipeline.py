@@ -397,10 +397,13 @@ def check_writable(path: str | os.PathLike[str]) -> str:
     its directory exists and the path is not a directory. Else UsageError, said
     in one line."""
     target = shown_path(path)
-    if is_dir(target):
-        raise UsageError(f"cannot write {target}: it is a directory")
-    directory = parent(target)
-    if not is_dir(directory):
-        what = "is not a directory" if exists(directory) else "does not exist"
-        raise UsageError(f"cannot write {target}: directory {directory} {what}")
+    try:
+        if is_dir(target):
+            raise UsageError(f"cannot write {target}: it is a directory")
+        directory = parent(target)
+        if not is_dir(directory):
+            what = "is not a directory" if exists(directory) else "does not exist"
+            raise UsageError(f"cannot write {target}: directory {directory} {what}")
+    except OSError as exc:  # a name too long, no permission to look: not absence
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
     return target

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tfl2tosa.cli.terminal import human_size, progress_line, summary_line
-from tfl2tosa.errors import ConversionError, UsageError
+from tfl2tosa.errors import ConversionError, ModelError, UsageError
 from tfl2tosa.paths import file_name, shown_path
 
 if TYPE_CHECKING:  # imported when the command runs (`--help` must not load numpy)
@@ -77,10 +77,8 @@ def _with_suffix(model: str, suffix: str) -> str:
     `with_suffix` gives it."""
     shown = shown_path(model)
     name = file_name(shown)
-    if not name:  # `.`, `/`: pathlib's own error, as the command always said
-        from pathlib import Path
-
-        Path(shown).with_suffix(suffix)
+    if not name:  # `.`, `/` (and `` for `.`): no file to name the output after
+        raise ModelError(f"{shown}: is a directory, not a .tflite file")
     dot = name.rfind(".")
     stem = name[:dot] if 0 < dot < len(name) - 1 else name
     return shown[:len(shown) - len(name)] + stem + suffix
