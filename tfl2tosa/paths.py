@@ -39,27 +39,26 @@ def parent(shown: str) -> str:
     return os.path.dirname(shown) or "."
 
 
-def is_dir(shown: str) -> bool:
-    """`pathlib.Path(shown).is_dir()`: a missing path is not a directory, but an
+def _stat(shown: str) -> os.stat_result | None:
+    """os.stat of `shown`, or None where pathlib takes the path for absent; an
     error other than absence (no permission, a name too long) is raised."""
     try:
-        return stat.S_ISDIR(os.stat(shown).st_mode)
+        return os.stat(shown)
     except OSError as exc:
         if exc.errno not in _ABSENT:
             raise
-        return False
-    except ValueError:
-        return False
+        return None
+    except ValueError:  # a NUL in the path
+        return None
+
+
+def is_dir(shown: str) -> bool:
+    """`pathlib.Path(shown).is_dir()`: a missing path is not a directory, but an
+    error other than absence (no permission, a name too long) is raised."""
+    found = _stat(shown)
+    return found is not None and stat.S_ISDIR(found.st_mode)
 
 
 def exists(shown: str) -> bool:
     """`pathlib.Path(shown).exists()`, with the same errors raised as `is_dir`."""
-    try:
-        os.stat(shown)
-    except OSError as exc:
-        if exc.errno not in _ABSENT:
-            raise
-        return False
-    except ValueError:
-        return False
-    return True
+    return _stat(shown) is not None
