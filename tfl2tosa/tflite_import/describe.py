@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tfl2tosa.generated import generated_file_command
+
 DATA_PATH = Path(__file__).with_name("schema_data.py")
 
 # Enums the importer names values of: op codes, tensor types, the options
@@ -137,18 +139,7 @@ def render(enums: dict[str, dict[int, str]], tables: dict[str, tuple]) -> str:
 
 def main(argv: list[str]) -> int:
     text = render(*build())
-    if "--update" in argv:
-        DATA_PATH.write_text(text)
-        return 0
-    if "--check" in argv:
-        current = DATA_PATH.read_text() if DATA_PATH.exists() else ""
-        if current != text:
-            print(f"{DATA_PATH} is stale: run `python -m tfl2tosa.tflite_import.describe "
-                  "--update`", file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return generated_file_command(DATA_PATH, text, "tfl2tosa.tflite_import.describe", argv)
 
 
 if __name__ == "__main__":
