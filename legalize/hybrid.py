@@ -329,14 +329,23 @@ def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
 
 
 def _reciprocal(e: Elementwise, y: Value) -> Value:
-    """Elementwise.divide(1, y) without its product 1 * (1 / y). Like that, it
-    can come out an ulp off where 1 / y lies within about 2^-48 (relative) of a
-    rounding midpoint, e.g. y = 2^k * (1 - 2^-24): the correction's product
-    rounds before the sum that would have told."""
-    one = e.like(1.0, y)
+    """1 / y correctly rounded but where it lies within about 2^-48 (relative)
+    of a rounding midpoint, e.g. y = 2^k * (1 - 2^-24): q0 = RECIPROCAL(y), then
+    one Newton step q0 + (1 - q0 * y) * q0. The residual takes the four
+    products of Veltkamp's halves (each exact) off 1, largest first: 1 - hi * hi
+    is exact by Sterbenz's lemma, as q0 * y is within 2^-11 of 1, and each later
+    difference stays on the grid of the smaller products within the bits a
+    float holds, so no Dekker sum is needed. (Where RECIPROCAL is an ulp off the
+    last difference may round; the step lands where Elementwise.divide's
+    would.) Where the halves overflow (y beyond about 2^116 or below 2^-116, or
+    0) q0 is kept."""
     q0 = e.reciprocal(y)
-    p, error = e.two_product(q0, y)
-    residual = e.sub(e.sub(one, p), error)
+    q_high, q_low = e.split(q0)
+    y_high, y_low = e.split(y)
+    residual = e.sub(e.like(1.0, y), e.mul(q_high, y_high))
+    residual = e.sub(residual, e.mul(q_high, y_low))
+    residual = e.sub(residual, e.mul(q_low, y_high))
+    residual = e.sub(residual, e.mul(q_low, y_low))
     q1 = e.add(q0, e.mul(residual, q0))
     return e.select(e.is_finite(q1), q1, q0)
 
@@ -401,18 +410,19 @@ def _tied_zero_point(e: Elementwise, span: Value) -> Value:
     (r = N mod 255) repeats its 8 bits, so the discarded part is t / 255 with
     t = 16 r mod 255 = 16 N mod 255; s rounded up when t >= 128, and max / s
     then falls below the midpoint when t + 64 f < 255, f = N / (255 * 2^16) the
-    mantissa of s: when N < 255 * 2^10 * (255 - t). (All 2^23 mantissas agree
-    with the double computation.)"""
+    mantissa of s: when N < 255 * 2^10 * (255 - t), that is when
+    t + N // (255 * 2^10) < 255; with t ^ 128 in place of t - 128, a t below 128
+    fails that too. (All 2^23 mantissas agree with the double computation.)"""
     whole = _windowed_integer(e, span)
     top = e.shift_left(whole, e.sub(e.unary("tosa.clz", whole), e.const(1, i32)))  # M * 2^7
     wide = e.greater_equal(top, e.const(_WIDE_MANTISSA << 7, i32))
-    n = e.shift_right(top, e.select(wide, e.const(7, i32), e.const(6, i32)))
+    sixteen_n = e.shift_right(top, e.select(wide, e.const(3, i32), e.const(2, i32)))
     divisor = e.const(255, i32)
-    sixteen_n = e.shift_left(n, e.const(4, i32))
-    t = e.sub(sixteen_n, build.mul(e.rw, e.intdiv(sixteen_n, divisor), divisor))
-    bound = build.mul(e.rw, e.sub(divisor, t), e.const(255 << 10, i32))
-    zero = e.logical_and(e.greater_equal(t, e.const(128, i32)), e.greater(bound, n))
-    return e.select(zero, e.like(0.0, span), e.like(-1.0, span))
+    quotient = e.intdiv(sixteen_n, divisor)
+    t = e.sub(sixteen_n, build.mul(e.rw, quotient, divisor))
+    # quotient >> 14 is 16 N // 255 // 2^14 = N // (255 * 2^10).
+    steps = e.add(e.bitwise_xor(t, e.const(128, i32)), e.shift_right(quotient, e.const(14, i32)))
+    return e.select(e.greater(e.const(127, i32), steps), e.like(0.0, span), e.like(-1.0, span))
 
 
 # ---------------------------------------------------------------------------
