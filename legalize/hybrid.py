@@ -231,17 +231,18 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     # comparison need not be the kernel's.
     low_steps = e.mul(low, inverse)
     use_low = e.greater(low_steps, e.like(-127.0, x))
-    from_low = e.sub(e.like(-128.0, x), low_steps)
-    # 127 - rmax / scale = -1/2 - (rmax - span / 2) / scale, where the difference
-    # is exact (Sterbenz) for the rows that take it near -1/2: its sign alone
-    # decides between 0 and -1 there, as the double arithmetic does. At 0 the
+    # round(-128 - rmin / scale), half away from zero (down): with a = -rmin /
+    # scale >= 0, -128 + ceil(a - 1/2), where a - 1/2 is exact wherever it matters.
+    from_low = e.add(e.ceil(e.sub(e.like(-0.5, x), low_steps)), e.like(-128.0, x))
+    # 127 - rmax / scale = -1/2 + (span / 2 - rmax) / scale, rounded half away
+    # from zero: floor((span / 2 - rmax) / scale) for this side's zero points, -1
+    # and up. The difference is exact (Sterbenz) near -1/2, so its sign alone
+    # decides between 0 and -1 there, as the double arithmetic does; at 0 the
     # zero point is -1/2 exactly, which TFLite rounds by the span's mantissa.
-    off_centre = e.sub(high, e.mul(span, e.like(0.5, x)))
-    from_high = e.sub(e.like(-0.5, x), e.mul(off_centre, inverse))
-    nudged = e.select(use_low, from_low, from_high)
-    # The vector code's rounding is std::round's for the zero point: the values
-    # it takes within an ulp below a half are not multiples of 2^-17.
-    nudged = build.clamp(rw, _round_vector_code(e, nudged), -128.0, 127.0)
+    off_centre = e.sub(e.mul(span, e.like(0.5, x)), high)
+    from_high = e.floor(e.mul(off_centre, inverse))
+    # The clamp only meets an infinite 1 / scale (a scale that underflows to 0).
+    nudged = build.clamp(rw, e.select(use_low, from_low, from_high), -128.0, 127.0)
     zero_point_f = e.select(e.equal(off_centre, zero), _tied_zero_point(e, normalized.normal),
                             nudged)
     q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
