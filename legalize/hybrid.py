@@ -22,13 +22,16 @@ and read in tensor_utils / the kernels:
   adds the smaller terms (`-128 - rmin / scale` or `127 - rmax / scale`),
   nudged into [-128, 127] and rounded half away from zero; q = round(x *
   (1 / scale)) + zero point, clamped to [-128, 127]. A row of zeros gets scale 1
-  and zero point 0. TFLite divides rmin and rmax by the unrounded double scale
-  for the zero point; here they are multiplied by the float 1 / scale, which
-  differs only where the zero point lies within an ulp of a rounding boundary.
-  One such case is common (normalized data, saturated tanh): a row with
-  max == -min has the zero point -0.5 exactly, and TFLite's double arithmetic
-  picks 0 or -1 by the rounding of (max - min) / 255; that choice is
-  reproduced from the span's mantissa (`_tied_zero_point`).
+  and zero point 0 (here scale 1 and whatever zero point: every value
+  quantizes to it, and the products' correction cancels it). TFLite divides
+  rmin and rmax by the unrounded double scale for the zero point; here they
+  are multiplied by the float 1 / scale, which differs only where the zero
+  point lies within an ulp of a rounding boundary. One such case is common
+  (normalized data, saturated tanh): a row with max == -min has the zero point
+  -0.5 exactly, and TFLite's double arithmetic picks 0 or -1 by the rounding
+  of (max - min) / 255; that choice is reproduced from the span's mantissa
+  (`_tied_zero_point`), and beside it (max and -min a few ulps apart) the
+  exact sign of span / 2 - max decides.
 - The rounding: the kernels quantize a row eight values at a time with
   vector code (Neon, or its SSE emulation on x86) that rounds as
   `trunc(v + 0.5)` for v >= 0 and `trunc(v - 0.5)` below, the addition
@@ -45,7 +48,8 @@ and read in tensor_utils / the kernels:
   vector code covers (four at a time) and `(acc * s_in) * s_w` + bias for the
   remaining `channels % 4`.
 These are the builtin (optimized) kernels; validate judges emulated models on
-them (tfl2tosa/validation.py says why).
+them (tfl2tosa/validation.py says why). A constant input (a recurrent op's zero
+initial state) is quantized at conversion, in numpy, with the same arithmetic.
 
 The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
 LSTM: legalize.lstm's; UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN:
@@ -289,11 +293,14 @@ def _row_quantization(row: np.ndarray, asymmetric: bool) -> tuple[float, float, 
 
 
 def _quantized_constant(rw: Rewriter, x: np.ndarray, asymmetric: bool) -> QuantizedRows:
-    """Constant rows [R, N] quantized at conversion time as the kernels do."""
-    scales, inverses, zero_points = (np.asarray(column).reshape(-1, 1) for column in
-                                     zip(*(_row_quantization(row, asymmetric) for row in x)))
+    """Constant rows [R, N] quantized at conversion time as the kernels do. A
+    row too small for a finite 1 / scale saturates (x86 TFLite's conversion of
+    infinities to int, which makes every such value -128, is not emulated)."""
     n = x.shape[1]
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        scales, inverses, zero_points = (
+            np.asarray(column).reshape(-1, 1)
+            for column in zip(*(_row_quantization(row, asymmetric) for row in x)))
         v = x * inverses.astype(np.float32)
         half = np.float32(0.5)
         vector_code = np.where(v < 0, np.ceil(v - half), np.floor(v + half))
