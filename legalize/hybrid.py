@@ -22,13 +22,16 @@ and read in tensor_utils / the kernels:
   adds the smaller terms (`-128 - rmin / scale` or `127 - rmax / scale`),
   nudged into [-128, 127] and rounded half away from zero; q = round(x *
   (1 / scale)) + zero point, clamped to [-128, 127]. A row of zeros gets scale 1
-  and zero point 0. TFLite divides rmin and rmax by the unrounded double scale
-  for the zero point; here they are multiplied by the float 1 / scale, which
-  differs only where the zero point lies within an ulp of a rounding boundary.
-  One such case is common (normalized data, saturated tanh): a row with
-  max == -min has the zero point -0.5 exactly, and TFLite's double arithmetic
-  picks 0 or -1 by the rounding of (max - min) / 255; that choice is
-  reproduced from the span's mantissa (`_tied_zero_point`).
+  and zero point 0 (here scale 1 and whatever zero point: every value
+  quantizes to it, and the products' correction cancels it). TFLite divides
+  rmin and rmax by the unrounded double scale for the zero point; here they
+  are multiplied by the float 1 / scale, which differs only where the zero
+  point lies within an ulp of a rounding boundary. One such case is common
+  (normalized data, saturated tanh): a row with max == -min has the zero point
+  -0.5 exactly, and TFLite's double arithmetic picks 0 or -1 by the rounding
+  of (max - min) / 255; that choice is reproduced from the span's mantissa
+  (`_tied_zero_point`), and beside it (max and -min a few ulps apart) the
+  exact sign of span / 2 - max decides.
 - The rounding: the kernels quantize a row eight values at a time with
   vector code (Neon, or its SSE emulation on x86) that rounds as
   `trunc(v + 0.5)` for v >= 0 and `trunc(v - 0.5)` below, the addition
@@ -45,7 +48,8 @@ and read in tensor_utils / the kernels:
   vector code covers (four at a time) and `(acc * s_in) * s_w` + bias for the
   remaining `channels % 4`.
 These are the builtin (optimized) kernels; validate judges emulated models on
-them (tfl2tosa/validation.py says why).
+them (tfl2tosa/validation.py says why). A constant input (a recurrent op's zero
+initial state) is quantized at conversion, in numpy, with the same arithmetic.
 
 The recurrent ops (UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM,
 LSTM: legalize.lstm's; UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN:
@@ -171,15 +175,15 @@ def _round_vector_code(e: Elementwise, v: Value) -> Value:
 def _kernel_round(e: Elementwise, v: Value) -> Value:
     """Each value of the rows `v` [R, N] rounded as the kernel rounds its
     column: vector code for the first whole blocks of VECTOR_BLOCK, std::round
-    for the rest."""
+    for the rest. The two differ only below a half in magnitude (the vector
+    code's addition rounds 0.49999997 + 0.5 up to 1), where std::round gives 0."""
     n = tensor_type(v).shape[1]
     vector_columns = n - n % VECTOR_BLOCK
+    rounded = _round_vector_code(e, v)
     if vector_columns == n:
-        return _round_vector_code(e, v)
-    if vector_columns == 0:
-        return e.round_half_away(v)
-    in_vector = e.full((np.arange(n) < vector_columns).reshape(1, n), i1)
-    return e.select(in_vector, _round_vector_code(e, v), e.round_half_away(v))
+        return rounded
+    below = np.where(np.arange(n) < vector_columns, 0.0, 0.5).reshape(1, n)
+    return e.select(e.less(e.abs(v), e.full(below, f32)), e.like(0.0, v), rounded)
 
 
 def _reduce(rw: Rewriter, name: str, x: Value) -> Value:
@@ -200,6 +204,9 @@ def _to_int8(e: Elementwise, integral: Value, symmetric: bool) -> Value:
 def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     """Each row of the f32 matrix `x` [R, N] quantized to int8 as
     tensor_utils' Symmetric/AsymmetricQuantizeFloats do (see the module docs)."""
+    known = _constant_rows(x)
+    if known is not None:
+        return _quantized_constant(rw, known, asymmetric)
     e = Elementwise(rw, 2)
     if not asymmetric:
         largest = _reduce(rw, "tosa.reduce_max", e.abs(x))
@@ -213,68 +220,140 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     low = e.minimum(_reduce(rw, "tosa.reduce_min", x), zero)
     high = e.maximum(_reduce(rw, "tosa.reduce_max", x), zero)
     span = e.sub(high, low)
-    empty = e.equal(span, zero)
-    # A row of zeros: range 255 gives scale 1 (its zero point is set to 0 below).
-    span = _Span(e, e.select(empty, e.like(255.0, x), span))
-    scale = _row_scale(e, span, 255)
+    # A row of zeros: range 255 gives scale 1, as TFLite sets it. Its zero point
+    # is whatever comes out below: every value quantizes to it, so the
+    # products' zero-point correction cancels it exactly.
+    span = e.select(e.equal(span, zero), e.like(255.0, x), span)
+    normalized = _Span(e, span)
+    scale = _row_scale(e, normalized, 255)
     inverse = _reciprocal(e, scale)
-    # rmin / scale and rmax / scale, which TFLite divides in double by the
-    # unrounded scale: the float product with 1 / scale moves the zero point only
-    # where it lies within an ulp of a rounding boundary, as the float scale does.
-    low_steps, high_steps = e.mul(low, inverse), e.mul(high, inverse)
-    from_low = e.sub(e.like(-128.0, x), low_steps)
-    from_high = e.sub(e.like(127.0, x), high_steps)
-    # The kernel compares 128 + |rmin / scale| with 127 + |rmax / scale|; the
-    # signs of rmin <= 0 <= rmax make the absolute values negations.
-    use_low = e.less(e.sub(e.like(128.0, x), low_steps), e.add(e.like(127.0, x), high_steps))
-    nudged = e.select(use_low, from_low, from_high)
-    nudged = build.clamp(rw, e.round_half_away(nudged), -128.0, 127.0)
-    # A row of zeros ties too; its zero point is set below.
-    tie = e.equal(high, e.sub(zero, low))
-    nudged = e.select(tie, _tied_zero_point(e, span.normal), nudged)
-    zero_point_f = e.select(empty, zero, nudged)
+    # TFLite divides rmin and rmax by the unrounded double scale; the float
+    # products with 1 / scale move the zero point only where it lies within an
+    # ulp of a rounding boundary, as the float scale does. The kernel takes
+    # -128 - rmin / scale where 128 + |rmin / scale| < 127 + |rmax / scale|, where
+    # the zero point is below -1; at the switch both sides round to -1, so the
+    # comparison need not be the kernel's.
+    low_steps = e.mul(low, inverse)
+    use_low = e.greater(low_steps, e.like(-127.0, x))
+    # round(-128 - rmin / scale), half away from zero (down): with a = -rmin /
+    # scale >= 0, -128 + ceil(a - 1/2), where a - 1/2 is exact wherever it matters.
+    from_low = e.add(e.ceil(e.sub(e.like(-0.5, x), low_steps)), e.like(-128.0, x))
+    # 127 - rmax / scale = -1/2 + (span / 2 - rmax) / scale, rounded half away
+    # from zero: floor((span / 2 - rmax) / scale) for this side's zero points, -1
+    # and up. The difference is exact (Sterbenz) near -1/2, so its sign alone
+    # decides between 0 and -1 there, as the double arithmetic does; at 0 the
+    # zero point is -1/2 exactly, which TFLite rounds by the span's mantissa.
+    off_centre = e.sub(e.mul(span, e.like(0.5, x)), high)
+    from_high = e.floor(e.mul(off_centre, inverse))
+    # The clamp only meets an infinite 1 / scale (a scale that underflows to 0).
+    nudged = build.clamp(rw, e.select(use_low, from_low, from_high), -128.0, 127.0)
+    zero_point_f = e.select(e.equal(off_centre, zero), _tied_zero_point(e, normalized.normal),
+                            nudged)
     q = e.add(_kernel_round(e, e.mul(x, inverse)), zero_point_f)
     return QuantizedRows(_to_int8(e, q, symmetric=False), scale,
                          build.cast(rw, zero_point_f, i32))
 
 
-def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
-    """x / divisor correctly rounded, for finite x >= 2^-87 (`_Span.normal`)
-    and an integer divisor below 2^8: q0 = x * (1 / divisor), then one Newton
-    step with the exact residual x - q0 * divisor (below 2^-87 the
-    correction's product can fall among subnormals and round to a midpoint of
-    q0's neighbours).
+def _constant_rows(x: Value) -> np.ndarray | None:
+    """The f32 values of `x` when it is a constant (through RESHAPEs), as a
+    recurrent op's zero initial state is."""
+    shape = tensor_type(x).shape
+    while x.owner is not None and x.owner.name == "tosa.reshape":
+        x = x.owner.operands[0]
+    array = constant_value(x)
+    return None if array is None else np.asarray(array, dtype=np.float32).reshape(shape)
 
-    The residual is exact because q0 splits into a high half of 16 significant
-    bits and a low half of 8 (Veltkamp, factor 2^8 + 1), whose products with
-    the divisor fit a float; x - high * divisor is exact by Sterbenz's lemma,
-    and the remainder is a small multiple of q0's ulp. x / divisor lies at
-    least 1/510 of an ulp from a rounding midpoint, far more than the error of
-    the correction's product, so the step rounds correctly. Where q0 * 257
-    overflows (x above divisor / 257 of the largest float) q0 is kept, within
-    an ulp and a half."""
-    if not 0 < divisor < 256:
-        raise ValueError(f"divisor {divisor} is not an integer in [1, 255]")
+
+def _std_round(v: np.ndarray) -> np.ndarray:
+    """Round half away from zero of float32 or float64 values, exactly."""
+    magnitude = np.abs(v.astype(np.float64))
+    whole = np.floor(magnitude)
+    return np.copysign(whole + (magnitude - whole >= 0.5), v)
+
+
+def _row_quantization(row: np.ndarray, asymmetric: bool) -> tuple[float, float, int]:
+    """A constant row's scale, 1 / scale and zero point, computed as the
+    kernels compute them (float32 values, the asymmetric zero point in double)."""
+    f32_ = np.float32
+    if not asymmetric:
+        largest = np.abs(row).max()
+        if largest == 0:
+            return 1.0, 1.0, 0
+        return float(largest / f32_(127)), float(f32_(127) / largest), 0
+    low, high = min(row.min(), f32_(0)), max(row.max(), f32_(0))
+    if low == high:
+        return 1.0, 1.0, 0
+    scale = float(high - low) / 255.0
+    low_steps, high_steps = float(low) / scale, float(high) / scale
+    nudged = -128.0 - low_steps if 128.0 - low_steps < 127.0 + high_steps \
+        else 127.0 - high_steps
+    rounded = float(_std_round(np.float64(min(max(nudged, -128.0), 127.0))))
+    single = f32_(scale)
+    return float(single), 0.0 if single == 0 else float(f32_(1.0 / float(single))), int(rounded)
+
+
+def _quantized_constant(rw: Rewriter, x: np.ndarray, asymmetric: bool) -> QuantizedRows:
+    """Constant rows [R, N] quantized at conversion time as the kernels do. A
+    row too small for a finite 1 / scale saturates (x86 TFLite's conversion of
+    infinities to int, which makes every such value -128, is not emulated)."""
+    n = x.shape[1]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        scales, inverses, zero_points = (
+            np.asarray(column).reshape(-1, 1)
+            for column in zip(*(_row_quantization(row, asymmetric) for row in x)))
+        v = x * inverses.astype(np.float32)
+        half = np.float32(0.5)
+        vector_code = np.where(v < 0, np.ceil(v - half), np.floor(v + half))
+        rounded = np.where(np.arange(n) < n - n % VECTOR_BLOCK, vector_code, _std_round(v))
+        q = np.clip(np.nan_to_num(rounded) + zero_points, -128 if asymmetric else -127, 127)
+    return QuantizedRows(build.const(rw, q.astype(np.int8), i8),
+                         build.const(rw, scales.astype(np.float32), f32),
+                         build.const(rw, zero_points.astype(np.int32), i32) if asymmetric
+                         else None)
+
+
+def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
+    """x / divisor correctly rounded, for a divisor 2^k - 1 (127, 255) and
+    finite x >= 2^-87 (`_Span.normal`): q0 = x * (1 / divisor), then one Newton
+    step with the exact residual x - divisor * q0 (below 2^-87 the correction's
+    product can fall among subnormals and round to a midpoint of q0's
+    neighbours).
+
+    The residual is exact without splitting q0: with h = 2^(k-1) * q0 (exact, and
+    finite for every finite x), x - h and then (x - h) - h are exact by
+    Sterbenz's lemma (q0 lies within 2^-23 of x / divisor, so each pair is
+    within a factor of two), and adding q0 back to the difference, about -q0,
+    is exact too. x / divisor lies at least 1/510 of an ulp from a rounding
+    midpoint, far more than the error of the correction's product, so the step
+    rounds correctly. An infinite x gives NaN."""
+    half_power = (divisor + 1) // 2
+    if divisor < 3 or half_power & (half_power - 1) or divisor > 255:
+        raise ValueError(f"divisor {divisor} is not 2^k - 1 in [3, 255]")
     reciprocal = e.like(float(np.float32(1.0) / np.float32(divisor)), x)
-    c = e.like(float(divisor), x)
     q0 = e.mul(x, reciprocal)
-    scaled = e.mul(q0, e.like(257.0, x))
-    high = e.sub(scaled, e.sub(scaled, q0))
-    low = e.sub(q0, high)
-    residual = e.sub(e.sub(x, e.mul(high, c)), e.mul(low, c))
-    q1 = e.add(q0, e.mul(residual, reciprocal))
-    return e.select(e.is_finite(q1), q1, q0)
+    half = e.mul(q0, e.like(float(half_power), x))
+    residual = e.add(e.sub(e.sub(x, half), half), q0)
+    return e.add(q0, e.mul(residual, reciprocal))
 
 
 def _reciprocal(e: Elementwise, y: Value) -> Value:
-    """Elementwise.divide(1, y) without its product 1 * (1 / y). Like that, it
-    can come out an ulp off where 1 / y lies within about 2^-48 (relative) of a
-    rounding midpoint, e.g. y = 2^k * (1 - 2^-24): the correction's product
-    rounds before the sum that would have told."""
-    one = e.like(1.0, y)
+    """1 / y correctly rounded but where it lies within about 2^-48 (relative)
+    of a rounding midpoint, e.g. y = 2^k * (1 - 2^-24): q0 = RECIPROCAL(y), then
+    one Newton step q0 + (1 - q0 * y) * q0. The residual takes the four
+    products of Veltkamp's halves (each exact) off 1, largest first: 1 - hi * hi
+    is exact by Sterbenz's lemma, as q0 * y is within 2^-11 of 1, and each later
+    difference stays on the grid of the smaller products within the bits a
+    float holds, so no Dekker sum is needed. (Where RECIPROCAL is an ulp off the
+    last difference may round; the step lands where Elementwise.divide's
+    would.) Where the halves overflow (y beyond about 2^116 or below 2^-116, or
+    0) q0 is kept."""
     q0 = e.reciprocal(y)
-    p, error = e.two_product(q0, y)
-    residual = e.sub(e.sub(one, p), error)
+    q_high, q_low = e.split(q0)
+    y_high, y_low = e.split(y)
+    residual = e.sub(e.like(1.0, y), e.mul(q_high, y_high))
+    residual = e.sub(residual, e.mul(q_high, y_low))
+    residual = e.sub(residual, e.mul(q_low, y_high))
+    residual = e.sub(residual, e.mul(q_low, y_low))
     q1 = e.add(q0, e.mul(residual, q0))
     return e.select(e.is_finite(q1), q1, q0)
 
@@ -339,18 +418,19 @@ def _tied_zero_point(e: Elementwise, span: Value) -> Value:
     (r = N mod 255) repeats its 8 bits, so the discarded part is t / 255 with
     t = 16 r mod 255 = 16 N mod 255; s rounded up when t >= 128, and max / s
     then falls below the midpoint when t + 64 f < 255, f = N / (255 * 2^16) the
-    mantissa of s: when N < 255 * 2^10 * (255 - t). (All 2^23 mantissas agree
-    with the double computation.)"""
+    mantissa of s: when N < 255 * 2^10 * (255 - t), that is when
+    t + N // (255 * 2^10) < 255; with t ^ 128 in place of t - 128, a t below 128
+    fails that too. (All 2^23 mantissas agree with the double computation.)"""
     whole = _windowed_integer(e, span)
     top = e.shift_left(whole, e.sub(e.unary("tosa.clz", whole), e.const(1, i32)))  # M * 2^7
     wide = e.greater_equal(top, e.const(_WIDE_MANTISSA << 7, i32))
-    n = e.shift_right(top, e.select(wide, e.const(7, i32), e.const(6, i32)))
+    sixteen_n = e.shift_right(top, e.select(wide, e.const(3, i32), e.const(2, i32)))
     divisor = e.const(255, i32)
-    sixteen_n = e.shift_left(n, e.const(4, i32))
-    t = e.sub(sixteen_n, build.mul(e.rw, e.intdiv(sixteen_n, divisor), divisor))
-    bound = build.mul(e.rw, e.sub(divisor, t), e.const(255 << 10, i32))
-    zero = e.logical_and(e.greater_equal(t, e.const(128, i32)), e.greater(bound, n))
-    return e.select(zero, e.like(0.0, span), e.like(-1.0, span))
+    quotient = e.intdiv(sixteen_n, divisor)
+    t = e.sub(sixteen_n, build.mul(e.rw, quotient, divisor))
+    # quotient >> 14 is 16 N // 255 // 2^14 = N // (255 * 2^10).
+    steps = e.add(e.bitwise_xor(t, e.const(128, i32)), e.shift_right(quotient, e.const(14, i32)))
+    return e.select(e.greater(e.const(127, i32), steps), e.like(0.0, span), e.like(-1.0, span))
 
 
 # ---------------------------------------------------------------------------

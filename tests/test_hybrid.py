@@ -456,3 +456,69 @@ def test_tied_zero_point_at_the_edges(exponent: int, asymmetric: bool) -> None:
         theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
         ours = next(iter(reference_model.run(model.module, feeds).values()))
         assert np.array_equal(ours, theirs), (exponent, int((ours != theirs).sum()))
+
+
+def _edge_rows(ic: int) -> np.ndarray:
+    """Rows at the quantization's edges: zeros, non-negative, max == -min,
+    max and -min an ulp apart either way (the zero point 0 or -1 then follows
+    the sign of max - span / 2, exact in float; 1.8050028 against -1.8050029
+    gives 0, which 127 - max * (1 / scale) rounded in float misses), a range of 255 (scale 1) with
+    values an ulp below a half in a vector block and in the tail, values beside
+    halves of the scale, and a span whose scale is a normal float only just
+    (its division by 255 is worked out on the span times 2^72). Smaller spans
+    make 1 / scale infinite, which x86's conversion to int turns into -128 for
+    every value, sign or not: not emulated."""
+    x = RNG.uniform(-1.0, 1.0, size=(8, ic))
+    x[0] = 0.0
+    x[1] = np.abs(x[1]) * 5.0
+    x[2, 0], x[2, -1] = 0.75, -0.75
+    x[3] *= 0.9
+    x[3, 0], x[3, -1] = np.float32(1.8050028), -np.float32(1.8050029)
+    x[4] *= 0.9
+    x[4, 0], x[4, -1] = 1.0, -np.float32(0.99999994)
+    x[5] = 0.0
+    x[5, 0], x[5, 1], x[5, -1], x[5, 2] = 255.0, 0.49999997, 0.49999997, 2.5
+    scale = np.float32(3.0) / np.float32(255.0)
+    x[6] = (RNG.integers(-100, 100, size=ic) + 0.5) * scale
+    x[6, 0], x[6, -1] = -2.0, 1.0
+    x[7] *= 2.0 ** -112
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("asymmetric", [True, False], ids=["asymmetric", "symmetric"])
+@pytest.mark.parametrize("ic", [16, 20], ids=["vector_only", "with_tail"])
+def test_constant_rows_are_quantized_at_conversion(asymmetric: bool, ic: int) -> None:
+    """A constant input (a recurrent op's zero initial state) is quantized when
+    converting, with the kernel's own arithmetic: no row statistics in the
+    graph, and the same products as TFLite's hybrid FULLY_CONNECTED at the edges."""
+    x = _edge_rows(ic)
+    values = RNG.integers(-127, 128, size=(7, ic)).astype(np.int8)
+    scales = tuple(float(2.0 ** k) for k in (-120, -80, -40, 0, 40, 80, 120))
+    case = OneOp("FULLY_CONNECTED", [x, Int8Weights(values, scales, axis=0),
+                                     np.zeros(7, np.float32)], (8, 7),
+                 ("FullyConnectedOptions", {"asymmetricQuantizeInputs": asymmetric}), version=12)
+    model = converted(case)
+    assert [hybrid_mode(o) for o in model.conversion.outcomes] == ["emulate"]
+    assert not {op.name for _, op in model.module.ops()} & {"tosa.reduce_max", "tosa.reduce_min"}
+    theirs = tflite_outputs(model.data, [], resolver=BUILTIN)[0]
+    ours = next(iter(reference_model.run(model.module, []).values()))
+    assert np.array_equal(ours, theirs), int((ours != theirs).sum())
+
+
+@pytest.mark.parametrize("asymmetric", [True, False], ids=["asymmetric", "symmetric"])
+@pytest.mark.parametrize("ic", [16, 20], ids=["vector_only", "with_tail"])
+def test_edge_rows_at_run_time(asymmetric: bool, ic: int) -> None:
+    """The same edge rows fed at run time, against TFLite and Arm's reference model."""
+    values = RNG.integers(-127, 128, size=(7, ic)).astype(np.int8)
+    scales = tuple(float(2.0 ** k) for k in (-120, -80, -40, 0, 40, 80, 120))
+    case = OneOp("FULLY_CONNECTED", [Input((8, ic)), Int8Weights(values, scales, axis=0),
+                                     np.zeros(7, np.float32)], (8, 7),
+                 ("FullyConnectedOptions", {"asymmetricQuantizeInputs": asymmetric}), version=12)
+    model = converted(case)
+    feeds = [_edge_rows(ic)]
+    theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
+    ours = next(iter(reference_model.run(model.module, feeds).values()))
+    assert np.array_equal(ours, theirs), int((ours != theirs).sum())
+    arm = run_arm(write_tosa(model.module), feeds, [ours.dtype])
+    assert arm.status == "valid", arm.message
+    assert np.array_equal(arm.outputs[0], ours)
