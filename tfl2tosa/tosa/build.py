@@ -487,6 +487,9 @@ def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
 # Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
 # splits a value into two halves whose products are exact (Dekker 1971).
 _SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
+# 1 + 2^-(p - 3) for p significant bits: Elementwise.divide's Newton step
+# scaled by it outweighs the step's two roundings (each under 2^-p relative).
+_NEWTON_BIAS = {"f32": 1.0 + 2.0 ** -21, "f16": 1.0 + 2.0 ** -8, "bf16": 1.0 + 2.0 ** -5}
 
 
 # (shape, plain element type) -> the TensorType of them, for elementwise
@@ -738,22 +741,37 @@ class Elementwise:
         return p, self.add(e, self.mul(a_lo, b_lo))
 
     def divide(self, x: Value, y: Value) -> Value:
-        """x / y correctly rounded (in all cases we could test), from RECIPROCAL.
+        """x / y correctly rounded where x, y and the quotient are far enough
+        from the ends of the exponent range (below), from RECIPROCAL.
 
-        q0 = x * (1/y) is within ~1.5 ulp. The residual x - q0*y is computed
-        exactly (Dekker's product; x - p is exact by Sterbenz's lemma since
-        p is close to x), and one Newton step q0 + residual/y then lands on
-        the correctly rounded quotient. Where that step is not finite
-        (y = 0, infinities, |q0| or |y| beyond max/4097 where the split
-        overflows) q0 is kept: it is the IEEE answer for the special cases
-        and within 1.5 ulp otherwise.
+        q0 = x * (1/y) is within 1.5 ulp, so x / y rounds to q0 or to its
+        neighbour towards x / y. The residual x - q0*y is exact (Dekker's
+        product; x - p is exact by Sterbenz's lemma since p is close to x).
+        A Newton step q0 + residual * (1/y) alone can round across a midpoint
+        either way: its product rounds twice (the reciprocal, then the
+        product) before the sum that would have told. The step's
+        reciprocal is therefore made a little too large (`_NEWTON_BIAS`, more
+        than those two roundings), so that q1 moves to the neighbour wherever
+        x / y lies beyond the midpoint, and never two places: q0 is at most
+        1.25 ulp off wherever the bias could carry it past 1.5. Of q0 and q1 the
+        one whose residual is smaller is x / y rounded; q1's residual
+        r0 - (q1 - q0)*y is exact, q1 - q0 being a power of two.
+
+        Both residuals are NaN where y is 0 or infinite, or x infinite: the
+        comparison is then false and q0 is kept, which is the IEEE result
+        there. The residuals lose exactness, and the result can be an ulp off,
+        where |y| is beyond 2^116 or below 2^-126, |x| below 2^-101, or the
+        quotient beyond 2^115 or below 2^-101 (subnormal quotients included).
         """
         r = self.reciprocal(y)
         q0 = self.mul(x, r)
         p, e = self.two_product(q0, y)
-        residual = self.sub(self.sub(x, p), e)
-        q1 = self.add(q0, self.mul(residual, r))
-        return self.select(self.is_finite(q1), q1, q0)
+        residual0 = self.sub(self.sub(x, p), e)
+        bias = self.like(_NEWTON_BIAS[_tensor_type(y).element.name], y)
+        q1 = self.add(q0, self.mul(residual0, self.mul(r, bias)))
+        residual1 = self.sub(residual0, self.mul(self.sub(q1, q0), y))
+        closer = self.less(self.abs(residual1), self.abs(residual0))
+        return self.select(closer, q1, q0)
 
     def floor_division(self, x: Value, y: Value) -> tuple[Value, Value]:
         """(floor(x / y), x - floor(x / y) * y) for floats, exact for |x / y| < 2^23.
