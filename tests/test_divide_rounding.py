@@ -1,5 +1,6 @@
 """Float division from RECIPROCAL (`Elementwise.divide`, used by DIV and the
-hybrid kernels' row quantization) against IEEE division.
+hybrid kernels' row quantization) against IEEE division, and floor division
+(`Elementwise.floor_division`, FLOOR_DIV and FLOOR_MOD) against TFLite's.
 
 The judges are independent of our code: numpy's float32 / float16 division
 (the hardware's correctly rounded divide), TFLite's DIV kernel on a one-op
@@ -97,8 +98,9 @@ def _divide_graph(element, n: int) -> Module:
 
 
 def _assert_bits_equal(got: np.ndarray, want: np.ndarray, x: np.ndarray, y: np.ndarray,
-                       who: str) -> None:
-    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+                       who: str, zero_sign: bool = True) -> None:
+    same = (got == want) & ((np.signbit(got) == np.signbit(want)) | (not zero_sign)) \
+        | (np.isnan(got) & np.isnan(want))
     wrong = np.flatnonzero(~same)
     assert wrong.size == 0, (f"{who}: {wrong.size} of {got.size} differ, e.g. "
                              + ", ".join(f"{x[i]!r} / {y[i]!r} = {got[i]!r}, not {want[i]!r}"
@@ -188,3 +190,47 @@ def test_div_model_matches_tflite(tmp_path: Path) -> None:
     arm = run_arm(write_tosa(module), [x, y], [np.dtype(np.float32)])
     assert arm.status == "valid", arm
     _assert_bits_equal(arm.outputs[0], theirs, x, y, "Arm's reference model vs TFLite")
+
+
+def _floor_operands(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quotients next to integers (x = RN(k * y) and its neighbours, where
+    floor(x * (1/y)) is one off), dividends far smaller than an opposite-signed
+    divisor (x + y rounds to y), and the pairs found failing before."""
+    rng = np.random.default_rng(seed)
+    y = (rng.uniform(-2, 2, n) * 2.0 ** rng.integers(-20, 20, n)).astype(np.float32)
+    k = rng.integers(-(1 << 21), 1 << 21, n) * (rng.uniform(size=n) < 0.5) \
+        + rng.integers(-50, 50, n)
+    near = (k * y.astype(np.float64)).astype(np.float32)
+    up, down = np.nextafter(near, np.float32(np.inf)), np.nextafter(near, np.float32(-np.inf))
+    small = (-np.sign(y) * rng.uniform(0, 1, n) * 2.0 ** rng.integers(-60, -1, n)
+             * np.abs(y)).astype(np.float32)
+    x = np.concatenate([near, up, down, small, [-1e-10, 1e-10, -59.499725]]).astype(np.float32)
+    y = np.concatenate([y, y, y, y, [1, -1, 0.24999885]]).astype(np.float32)
+    keep = (np.abs(x.astype(np.float64) / y) < 2.0 ** 22) & (y != 0)
+    return x[keep], y[keep]
+
+
+@pytest.mark.parametrize("code", ["FLOOR_DIV", "FLOOR_MOD"])
+def test_floor_division_matches_tflite(code: str, tmp_path: Path) -> None:
+    """FLOOR_DIV / FLOOR_MOD (Elementwise.floor_division) give TFLite's bits:
+    floor(x / y) in double, and fmod(x, y) (+ y where the signs differ), on our
+    model and Arm's. -1e-10 / 1 was floor 0 and remainder 0 (TFLite: -1, 1);
+    -59.499725 mod 0.24999885 was rounded twice. A zero remainder is +0 where
+    fmod keeps the dividend's sign (-0 for a negative x): not compared."""
+    x, y = _floor_operands(seed=3, n=3000)
+    b = TfliteBuilder()
+    xi, yi = b.tensor([x.size], "FLOAT32", "x"), b.tensor([x.size], "FLOAT32", "y")
+    out = b.tensor([x.size], "FLOAT32", "out")
+    b.op(code, [xi, yi], [out])
+    b.io([xi, yi], [out])
+    path = tmp_path / f"{code.lower()}.tflite"
+    path.write_bytes(b.to_bytes())
+    theirs = tflite_outputs(path.read_bytes(), [x, y])[0]
+    module, _ = convert(path)
+    ours = next(iter(reference_model.run(module, [x, y]).values()))
+    _assert_bits_equal(ours, theirs, x, y, f"our reference model vs TFLite's {code}",
+                       zero_sign=False)
+    arm = run_arm(write_tosa(module), [x, y], [np.dtype(np.float32)])
+    assert arm.status == "valid", arm
+    _assert_bits_equal(arm.outputs[0], theirs, x, y, f"Arm's reference model vs TFLite's {code}",
+                       zero_sign=False)

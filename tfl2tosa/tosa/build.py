@@ -780,11 +780,18 @@ class Elementwise:
         an integer. The exact remainder x - f*y = d - e (d = x - p, e the
         product's error, both exact whenever f is near x / y) tells: if it
         has the sign opposite to y, f is one too big; if it is y or beyond,
-        one too small. The remainder is then corrected by y, rounding once,
-        as TFLite's `fmod(x, y) (+ y)` does (reference_ops::FloorMod).
+        one too small. The remainder then rounds once, as TFLite's
+        `fmod(x, y) (+ y)` does (reference_ops::FloorMod): one too small,
+        it is (d - y) - e, d - y being exact there; d - e could need a bit
+        more than a float holds when it is close to y.
+
+        Where f = -1, x / y is negative, so f is never too small; but d = x + y
+        is rounded where |x| is far below |y|, and d - y can then say zero.
         """
         zero = self.like(0.0, x)
+        one = self.like(1.0, x)
         f = self.floor(self.mul(x, self.reciprocal(y)))
+        f_up = self.add(f, one)
         p, e = self.two_product(f, y)
         d = self.sub(x, p)
         y_positive = self.greater(y, zero)
@@ -794,10 +801,9 @@ class Elementwise:
         beyond = self.sub(d, y)
         too_small = self.select(y_positive, self.greater_equal(beyond, e),
                                 self.greater_equal(e, beyond))
-        one = self.like(1.0, x)
-        quotient = self.select(too_big, self.sub(f, one),
-                               self.select(too_small, self.add(f, one), f))
+        too_small = self.logical_and(too_small, self.logical_not(self.equal(f_up, zero)))
+        quotient = self.select(too_big, self.sub(f, one), self.select(too_small, f_up, f))
         remainder = self.sub(d, e)
         remainder = self.select(too_big, self.add(remainder, y),
-                                self.select(too_small, self.sub(remainder, y), remainder))
+                                self.select(too_small, self.sub(beyond, e), remainder))
         return quotient, remainder
