@@ -86,12 +86,12 @@ def float32_operands(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return x[keep], y[keep]
 
 
-def _divide_graph(element, n: int) -> Module:
+def _divide_graph(element, n: int, method: str) -> Module:
     graph = Graph("main")
     x = graph.add_input("x", TensorType((n,), element))
     y = graph.add_input("y", TensorType((n,), element))
     e = tb.Elementwise(Builder(graph, loc="test"), 1)
-    graph.set_outputs([e.divide(x, y)])
+    graph.set_outputs([getattr(e, method)(x, y)])
     module = Module()
     module.add_graph(graph)
     return module
@@ -107,9 +107,10 @@ def _assert_bits_equal(got: np.ndarray, want: np.ndarray, x: np.ndarray, y: np.n
                                          for i in wrong[:4]))
 
 
-def _check_divide(x: np.ndarray, y: np.ndarray, element) -> None:
-    """Ours and Arm's model on the Elementwise.divide graph, against numpy's division."""
-    module = _divide_graph(element, x.size)
+def _check_divide(x: np.ndarray, y: np.ndarray, element, method: str = "divide") -> None:
+    """Ours and Arm's model on an Elementwise.divide (or divide_ieee) graph,
+    against numpy's division."""
+    module = _divide_graph(element, x.size, method)
     with np.errstate(all="ignore"):
         want = x / y
     ours = next(iter(reference_model.run(module, [x, y]).values()))
@@ -119,20 +120,23 @@ def _check_divide(x: np.ndarray, y: np.ndarray, element) -> None:
     _assert_bits_equal(arm.outputs[0], want, x, y, "Arm's reference model")
 
 
-def test_reciprocals_next_to_a_midpoint() -> None:
+@pytest.mark.parametrize("method", ["divide", "divide_ieee"])
+def test_reciprocals_next_to_a_midpoint(method: str) -> None:
     y = np.concatenate([RECIPROCAL_NEAR_MIDPOINT, -RECIPROCAL_NEAR_MIDPOINT,
                         RECIPROCAL_NEAR_MIDPOINT * np.float32(2.0 ** 100),
                         RECIPROCAL_NEAR_MIDPOINT * np.float32(2.0 ** -100)])
-    _check_divide(np.ones_like(y), y, f32)
+    _check_divide(np.ones_like(y), y, f32, method)
 
 
-def test_quotients_next_to_a_midpoint() -> None:
+@pytest.mark.parametrize("method", ["divide", "divide_ieee"])
+def test_quotients_next_to_a_midpoint(method: str) -> None:
     x, y = float32_operands(seed=1, n=4000)
     assert x.size > 6000
-    _check_divide(x, y, f32)
+    _check_divide(x, y, f32, method)
 
 
-def test_special_operands_give_ieee_results() -> None:
+@pytest.mark.parametrize("method", ["divide", "divide_ieee"])
+def test_special_operands_give_ieee_results(method: str) -> None:
     """Zeros, infinities and NaN as dividend or divisor: the residuals are NaN
     there and q0 = x * (1/y) is kept, which is what IEEE division gives."""
     inf, nan = np.inf, np.nan
@@ -141,7 +145,7 @@ def test_special_operands_give_ieee_results() -> None:
     special = ~np.isfinite(x) | ~np.isfinite(y) | (x == 0) | (y == 0)
     keep = special | _inside(x, y)
     assert special.sum() == 65 and keep.sum() == 77
-    _check_divide(x[keep], y[keep], f32)
+    _check_divide(x[keep], y[keep], f32, method)
 
 
 def test_float16_every_mantissa_pair() -> None:
@@ -154,9 +158,47 @@ def test_float16_every_mantissa_pair() -> None:
 
 
 @pytest.mark.slow
-def test_dividend_one_every_divisor_mantissa() -> None:
+@pytest.mark.parametrize("method", ["divide", "divide_ieee"])
+def test_dividend_one_every_divisor_mantissa(method: str) -> None:
     y = (np.arange(1 << 23, dtype=np.uint32) | np.uint32(127 << 23)).view(np.float32)
-    _check_divide(np.ones_like(y), y, f32)
+    _check_divide(np.ones_like(y), y, f32, method)
+
+
+def any_float32_operands(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random bit patterns (every kind of float: subnormals, infinities, NaN);
+    quotients around the ends of `divide`'s range, of the normal range and of
+    the subnormals, and around overflow; exact midpoints between subnormals,
+    x / y = (2m + 1) * 2^-150, where only ties-to-even decides."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 1 << 32, (2, n), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    xs, ys = [bits[0]], [bits[1]]
+    for exponent in (-151, -150, -149, -140, -127, -126, -125, -101, -100, 115, 116, 127, 128):
+        y = (rng.uniform(1, 2, n) * 2.0 ** rng.integers(-149, 128, n)).astype(np.float32)
+        x = (rng.uniform(0.5, 4, n) * 2.0 ** exponent * y.astype(np.float64)).astype(np.float32)
+        xs += [x, np.nextafter(x, np.float32(np.inf)), -x]
+        ys += [y, y, y]
+    odd = rng.integers(0, 1 << 12, n) * 2 + 1
+    divisor = rng.integers(1, 1 << 11, n) * 2 + 1
+    fits = odd * divisor < (1 << 24)
+    shift = 2.0 ** rng.integers(0, 100, n)[fits]
+    xs.append((odd * divisor)[fits] * 2.0 ** -150 * shift * rng.choice([-1, 1], fits.sum()))
+    ys.append(divisor[fits] * shift)
+    return (np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.float32))
+
+
+def test_ieee_division_of_any_operands() -> None:
+    x, y = any_float32_operands(seed=4, n=20000)
+    with np.errstate(all="ignore"):
+        ties = (x.astype(np.float64) / y.astype(np.float64) * 2.0 ** 150) % 2 == 1
+    assert ties.sum() > 10000
+    _check_divide(x, y, f32, "divide_ieee")
+
+
+def test_ieee_division_float16_random_bit_patterns() -> None:
+    """float16 divides in float32 and rounds once more: innocuous double rounding."""
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 1 << 16, (2, 200000), dtype=np.uint32).astype(np.uint16).view(np.float16)
+    _check_divide(x, y, f16, "divide_ieee")
 
 
 def _div_model(n: int, path: Path) -> Path:
@@ -171,14 +213,16 @@ def _div_model(n: int, path: Path) -> Path:
 
 
 def test_div_model_matches_tflite(tmp_path: Path) -> None:
-    """A DIV model on the known failing pairs, near-midpoint and random quotients
-    and special operands: the converted graph gives TFLite's bits on our model
-    and on Arm's (TFLite clamps +-inf to +-FLT_MAX: DIV's activation range)."""
+    """A DIV model on the known failing pairs, near-midpoint and random quotients,
+    operands of every kind and special ones: the converted graph gives TFLite's
+    bits on our model and on Arm's (TFLite clamps +-inf to +-FLT_MAX: DIV's
+    activation range)."""
     x, y = float32_operands(seed=2, n=1000)
+    ax, ay = any_float32_operands(seed=6, n=300)
     values = np.array([0.0, -0.0, 1.0, -3.0, np.inf, np.nan], np.float32)
     sx, sy = (a.ravel() for a in np.meshgrid(values, values))
-    x = np.concatenate([np.ones_like(RECIPROCAL_NEAR_MIDPOINT), x, sx])
-    y = np.concatenate([RECIPROCAL_NEAR_MIDPOINT, y, sy])
+    x = np.concatenate([np.ones_like(RECIPROCAL_NEAR_MIDPOINT), x, ax, sx])
+    y = np.concatenate([RECIPROCAL_NEAR_MIDPOINT, y, ay, sy])
     path = _div_model(x.size, tmp_path / "div.tflite")
     theirs = tflite_outputs(path.read_bytes(), [x, y])[0]
     with np.errstate(all="ignore"):
