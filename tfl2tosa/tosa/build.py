@@ -818,9 +818,10 @@ class Elementwise:
         if element != f32:
             return self.cast(self.divide_ieee(self.cast(x, f32), self.cast(y, f32)), element)
         c = self.like
-        both = self.select(self.greater(self.abs(y), c(2.0 ** 115, y)), c(2.0 ** -64, y),
+        size = self.abs(y)
+        both = self.select(self.greater(size, c(2.0 ** 115, y)), c(2.0 ** -64, y),
                            self.select(self.logical_or(self.less(self.abs(x), c(2.0 ** -101, x)),
-                                                       self.less(self.abs(y), c(2.0 ** -126, y))),
+                                                       self.less(size, c(2.0 ** -126, y))),
                                        c(2.0 ** 48, y), c(1.0, y)))
         x, y = self.mul(x, both), self.mul(y, both)
         r = self.reciprocal(y)
