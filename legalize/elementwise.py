@@ -227,7 +227,7 @@ def mul(op: Op, rw: Rewriter) -> list[Value] | Failure:
 
 @pattern("tfl.div", types=("f32", "f16", "i32"))
 def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
-    """Float: correctly rounded division (Elementwise.divide), then TFLite's
+    """Float: IEEE division (Elementwise.divide_ieee), then TFLite's
     activation clamp (NONE: [lowest, max], so x/0 is +-FLT_MAX as in TFLite).
     int32: INTDIV, which truncates like TFLite's C++ `/`."""
     if failed := check_types(op, FLOAT_INT):
@@ -237,7 +237,7 @@ def div(op: Op, rw: Rewriter) -> list[Value] | Failure:
     if is_int32(x):
         result = activation(e, e.intdiv(x, y), act)
         return result if isinstance(result, Failure) else [result]
-    quotient = e.divide(x, y)
+    quotient = e.divide_ieee(x, y)
     result = saturate_float(e, quotient) if act in (None, "NONE") else \
         fused_activation(rw, quotient, act)
     return result if isinstance(result, Failure) else [result]

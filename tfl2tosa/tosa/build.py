@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -487,6 +487,22 @@ def _scalar(value: float | bool, elem: ElementType, rank: int) -> OneValue:
 # Veltkamp's splitting constant 2^ceil(p/2) + 1 for a p-bit significand:
 # splits a value into two halves whose products are exact (Dekker 1971).
 _SPLIT_FACTOR = {"f32": 4097.0, "f16": 65.0, "bf16": 17.0}
+# 1 + 2^-(p - 3) for p significant bits: Elementwise.divide's Newton step
+# scaled by it outweighs the step's two roundings (each under 2^-p relative).
+_NEWTON_BIAS = {"f32": 1.0 + 2.0 ** -21, "f16": 1.0 + 2.0 ** -8, "bf16": 1.0 + 2.0 ** -5}
+# 2^-125 (1 - 2^-21): Elementwise.divide_ieee's estimate of a quotient whose
+# ulp is the subnormal grid's is below it, of any other quotient at or above.
+_SUBNORMAL_GRID_BELOW = 2.0 ** -125 * (1 - 2.0 ** -21)
+
+
+class _NewtonStep(NamedTuple):
+    """Elementwise.divide's Newton step from q0: q1, q1 - q0, and the sizes of
+    the exact residuals x - q0*y and x - q1*y."""
+
+    q1: Value
+    moved: Value
+    residual0: Value
+    residual1: Value
 
 
 # (shape, plain element type) -> the TensorType of them, for elementwise
@@ -738,22 +754,93 @@ class Elementwise:
         return p, self.add(e, self.mul(a_lo, b_lo))
 
     def divide(self, x: Value, y: Value) -> Value:
-        """x / y correctly rounded (in all cases we could test), from RECIPROCAL.
+        """x / y correctly rounded, from RECIPROCAL, where |y| is in
+        [2^-126, 2^115], |x| at least 2^-101 and the quotient in [2^-101, 2^115]
+        (float32; operands that callers bound, such as a row's range or a box's
+        area). Outside, the residuals below can lose their exactness and the
+        result an ulp; `divide_ieee` covers every operand.
 
-        q0 = x * (1/y) is within ~1.5 ulp. The residual x - q0*y is computed
-        exactly (Dekker's product; x - p is exact by Sterbenz's lemma since
-        p is close to x), and one Newton step q0 + residual/y then lands on
-        the correctly rounded quotient. Where that step is not finite
-        (y = 0, infinities, |q0| or |y| beyond max/4097 where the split
-        overflows) q0 is kept: it is the IEEE answer for the special cases
-        and within 1.5 ulp otherwise.
+        q0 = x * (1/y) is within 1.5 ulp, so x / y rounds to q0 or to its
+        neighbour towards x / y. The residual x - q0*y is exact (Dekker's
+        product; x - p is exact by Sterbenz's lemma since p is close to x).
+        A Newton step q0 + residual * (1/y) alone can round across a midpoint
+        either way: its product rounds twice (the reciprocal, then the
+        product) before the sum that would have told. The step's
+        reciprocal is therefore made a little too large (`_NEWTON_BIAS`, more
+        than those two roundings), so that q1 moves to the neighbour wherever
+        x / y lies beyond the midpoint, and never two places: q0 is at most
+        1.25 ulp off wherever the bias could carry it past 1.5. Of q0 and q1 the
+        one whose residual is smaller is x / y rounded; q1's residual
+        r0 - (q1 - q0)*y is exact, q1 - q0 being a power of two.
+
+        Both residuals are NaN where y is 0 or infinite, or x infinite: the
+        comparison is then false and q0 is kept, which is the IEEE result
+        there (and keeps the sign of a zero quotient).
         """
         r = self.reciprocal(y)
         q0 = self.mul(x, r)
+        step = self._newton_step(x, y, r, q0)
+        return self.select(self.less(step.residual1, step.residual0), step.q1, q0)
+
+    def _newton_step(self, x: Value, y: Value, r: Value, q0: Value) -> _NewtonStep:
         p, e = self.two_product(q0, y)
-        residual = self.sub(self.sub(x, p), e)
-        q1 = self.add(q0, self.mul(residual, r))
-        return self.select(self.is_finite(q1), q1, q0)
+        residual0 = self.sub(self.sub(x, p), e)
+        bias = self.like(_NEWTON_BIAS[_tensor_type(y).element.name], y)
+        q1 = self.add(q0, self.mul(residual0, self.mul(r, bias)))
+        moved = self.sub(q1, q0)
+        residual1 = self.sub(residual0, self.mul(moved, y))
+        return _NewtonStep(q1, moved, self.abs(residual0), self.abs(residual1))
+
+    def divide_ieee(self, x: Value, y: Value) -> Value:
+        """x / y as IEEE division gives it, for every x and y: `divide` on
+        operands scaled by powers of two into its range.
+
+        Both operands are first scaled alike (the quotient stays): up by 2^48
+        where |x| < 2^-101 or |y| < 2^-126, down by 2^-64 where |y| > 2^115.
+        What this rounds or overflows decides nothing: the quotient is then
+        beyond the largest float, or below half the smallest. The dividend
+        alone is then scaled where the estimate x * (1/y) says the quotient
+        is beyond 2^115 (by 2^-64) or in [2^-125, 2^-100) (by 2^64); the
+        result is scaled back, exactly or overflowing as IEEE does, since it
+        is no subnormal. Subnormal quotients are worked out where they are:
+        q0 = x * (1/y) rounds to their grid, the Newton step's correction,
+        about half a grid step, rounds to a whole one or none, and the
+        residuals are exact (x is at least 2^-101 and y at least 2^25 there).
+        Only there can x / y be a midpoint: the residuals are then equal, and
+        q0 + (q1 - q0)/2, worked out 2^12 higher and scaled down, rounds to
+        the even one.
+
+        Other float types divide in float32 and round once more: float32 has
+        at least 2p + 2 bits for their p, so the quotient rounds as if once
+        (Figueroa, "When is double rounding innocuous?", 1995).
+        """
+        element = _tensor_type(x).element
+        if element != f32:
+            return self.cast(self.divide_ieee(self.cast(x, f32), self.cast(y, f32)), element)
+        c = self.like
+        size = self.abs(y)
+        both = self.select(self.greater(size, c(2.0 ** 115, y)), c(2.0 ** -64, y),
+                           self.select(self.logical_or(self.less(self.abs(x), c(2.0 ** -101, x)),
+                                                       self.less(size, c(2.0 ** -126, y))),
+                                       c(2.0 ** 48, y), c(1.0, y)))
+        x, y = self.mul(x, both), self.mul(y, both)
+        r = self.reciprocal(y)
+        estimate = self.abs(self.mul(x, r))
+        near_subnormal = self.select(self.less(estimate, c(2.0 ** -100, x)), c(2.0 ** 64, x),
+                                     c(1.0, x))
+        scale = self.select(self.greater_equal(estimate, c(2.0 ** 115, x)), c(2.0 ** -64, x),
+                            self.select(self.less(estimate, c(_SUBNORMAL_GRID_BELOW, x)),
+                                        c(1.0, x), near_subnormal))
+        x = self.mul(x, scale)
+        q0 = self.mul(x, r)
+        step = self._newton_step(x, y, r, q0)
+        midpoint = self.mul(self.add(self.mul(q0, c(2.0 ** 12, x)),
+                                     self.mul(step.moved, c(2.0 ** 11, x))), c(2.0 ** -12, x))
+        tie = self.logical_and(self.equal(step.residual1, step.residual0),
+                               self.greater(self.abs(step.moved), c(0.0, x)))
+        q = self.select(self.less(step.residual1, step.residual0), step.q1,
+                        self.select(tie, midpoint, q0))
+        return self.mul(q, self.reciprocal(scale))
 
     def floor_division(self, x: Value, y: Value) -> tuple[Value, Value]:
         """(floor(x / y), x - floor(x / y) * y) for floats, exact for |x / y| < 2^23.
@@ -762,11 +849,18 @@ class Elementwise:
         an integer. The exact remainder x - f*y = d - e (d = x - p, e the
         product's error, both exact whenever f is near x / y) tells: if it
         has the sign opposite to y, f is one too big; if it is y or beyond,
-        one too small. The remainder is then corrected by y, rounding once,
-        as TFLite's `fmod(x, y) (+ y)` does (reference_ops::FloorMod).
+        one too small. The remainder then rounds once, as TFLite's
+        `fmod(x, y) (+ y)` does (reference_ops::FloorMod): one too small,
+        it is (d - y) - e, d - y being exact there; d - e could need a bit
+        more than a float holds when it is close to y.
+
+        Where f = -1, x / y is negative, so f is never too small; but d = x + y
+        is rounded where |x| is far below |y|, and d - y can then say zero.
         """
         zero = self.like(0.0, x)
+        one = self.like(1.0, x)
         f = self.floor(self.mul(x, self.reciprocal(y)))
+        f_up = self.add(f, one)
         p, e = self.two_product(f, y)
         d = self.sub(x, p)
         y_positive = self.greater(y, zero)
@@ -776,10 +870,9 @@ class Elementwise:
         beyond = self.sub(d, y)
         too_small = self.select(y_positive, self.greater_equal(beyond, e),
                                 self.greater_equal(e, beyond))
-        one = self.like(1.0, x)
-        quotient = self.select(too_big, self.sub(f, one),
-                               self.select(too_small, self.add(f, one), f))
+        too_small = self.logical_and(too_small, self.logical_not(self.equal(f_up, zero)))
+        quotient = self.select(too_big, self.sub(f, one), self.select(too_small, f_up, f))
         remainder = self.sub(d, e)
         remainder = self.select(too_big, self.add(remainder, y),
-                                self.select(too_small, self.sub(remainder, y), remainder))
+                                self.select(too_small, self.sub(beyond, e), remainder))
         return quotient, remainder
