@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,22 +68,28 @@ class _Template(NamedTuple):
     single: tuple[np.dtype, tuple[int, ...]] | None   # one result, static shape
 
 
-@dataclass(slots=True)
 class Step:
-    op: Op
-    operands: tuple[int, ...]
-    result_slots: tuple[int, ...]
-    call: StepCall                          # the registered kernel, unless prepared
-    error: Exception | None = None          # found at compile time, raised when run
-    # The prepared kernel, called on the operands alone (no variables, no graphs);
-    # runs instead of `call` when there is one.
-    prepared: Prepared | None = None
-    # (slot, dtype, shape) of a single result with a static shape: what a run checks
-    # inline before the general check_results.
-    single: tuple[int, np.dtype, tuple[int, ...]] | None = None
-    spec_name: str | None = None            # None until the op is known as a TOSA op
-    facts: tuple[TypeFacts, ...] | None = None   # per result, when the types are known
-    checks: tuple[ResultCheck, ...] | None = None   # made on first use
+    """One op of the plan: its operand and result slots and how to run it."""
+
+    __slots__ = ("op", "operands", "result_slots", "call", "error", "prepared", "single",
+                 "spec_name", "facts", "checks")
+
+    def __init__(self, op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
+                 call: StepCall) -> None:
+        self.op = op
+        self.operands = operands
+        self.result_slots = result_slots
+        self.call = call                        # the registered kernel, unless prepared
+        self.error: Exception | None = None     # found at compile time, raised when run
+        # The prepared kernel, called on the operands alone (no variables, no graphs);
+        # runs instead of `call` when there is one.
+        self.prepared: Prepared | None = None
+        # (slot, dtype, shape) of a single result with a static shape: what a run
+        # checks inline before the general check_results.
+        self.single: tuple[int, np.dtype, tuple[int, ...]] | None = None
+        self.spec_name: str | None = None       # None until the op is known as a TOSA op
+        self.facts: tuple[TypeFacts, ...] | None = None  # per result, once types are known
+        self.checks: tuple[ResultCheck, ...] | None = None   # made on first use
 
     @property
     def where(self) -> str:
@@ -106,16 +111,23 @@ class Step:
         return checks
 
 
-@dataclass(slots=True)
 class GraphPlan:
-    graph: Graph
-    slot_count: int
-    input_slots: tuple[int, ...]
-    output_slots: tuple[int, ...]
-    steps: list[Step]
-    initial: list[Any]                      # constants folded in, None elsewhere
-    slot_of: dict[int, int] = field(default_factory=dict)   # id(value) -> slot
-    output_error: ReferenceModelError | None = None
+    """A compiled graph: its steps over numbered slots."""
+
+    __slots__ = ("graph", "slot_count", "input_slots", "output_slots", "steps", "initial",
+                 "slot_of", "output_error")
+
+    def __init__(self, graph: Graph, slot_count: int, input_slots: tuple[int, ...],
+                 output_slots: tuple[int, ...], steps: list[Step], initial: list[Any],
+                 slot_of: dict[int, int], output_error: ReferenceModelError | None) -> None:
+        self.graph = graph
+        self.slot_count = slot_count
+        self.input_slots = input_slots
+        self.output_slots = output_slots
+        self.steps = steps
+        self.initial = initial                  # constants folded in, None elsewhere
+        self.slot_of = slot_of                  # id(value) -> slot
+        self.output_error = output_error
 
 
 def compile_graph(graph: Graph) -> GraphPlan:

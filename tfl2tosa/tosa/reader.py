@@ -21,7 +21,8 @@ layout (vtables, offsets, vectors) with precompiled struct formats: the
 generated accessors make several Python calls for every field, and a model
 has many fields. The generated code stays the one source of
 field positions: each field's vtable slot is taken from its `...Add<Field>`
-builder function.
+builder function, in `tosa_builders` (the generated reader classes and the
+flatbuffers package, which this reader has no use for, are not imported).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tfl2tosa.ir.types import ShapeType, TensorType, Type
 from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.paths import shown_path
 from tfl2tosa.tosa import ops as tosa_ops
-from tfl2tosa.tosa.fbs import tosa_generated as fb
+from tfl2tosa.tosa.fbs import tosa_builders as fb
 from tfl2tosa.tosa.fbs.encoding import (
     ELEMENT_BY_DTYPE,
     PLAIN_DTYPE_BY_DTYPE,
