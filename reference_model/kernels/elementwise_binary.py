@@ -203,7 +203,9 @@ def static_broadcast(op: StaticOp, operands: int = 2) -> bool:
     out = op.static_shape(0, output=True)
     if out is None:
         return False
-    shapes = [op.static_shape(i) for i in range(operands)]
+    static_shape = op.static_shape
+    shapes = ([static_shape(0), static_shape(1)] if operands == 2
+              else [static_shape(i) for i in range(operands)])
     if all(shape == out for shape in shapes):
         return True
     if any(shape is None or len(shape) != len(out) for shape in shapes):
