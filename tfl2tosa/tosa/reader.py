@@ -384,6 +384,8 @@ _AttributeField = tuple[tosa_ops.Attr, int, Any, int, int]
 # one of them is inline.
 _AttributeFields = tuple[int, tuple[_AttributeField, ...], bool]
 _ATTRIBUTE_FIELDS: dict[str, _AttributeFields] = {}
+# Stands for an operator whose fields are not worked out yet: _attributes does it.
+_UNKNOWN_FIELDS: _AttributeFields = (0, (None,), False)
 _SCALAR_SIZES = {_U8: 1, _I32: 4, _U32: 4, _U64: 8}
 
 
@@ -691,11 +693,13 @@ class _BlockReader:
             elif kind == _IDENTITY and (set(inputs) | set(outputs)) & set(self.variables):
                 ops.append(self._variable_access(inputs, outputs, loc))
                 continue
-            else:
+            elif _ATTRIBUTE_FIELDS.get(definition.name, _UNKNOWN_FIELDS)[1]:
                 attrs = self._attributes(data, pos, attribute_type_field, attribute_field,
                                          definition, inputs)
                 if not attrs.keys() >= _required_attributes(definition.name):
                     _refuse_missing_attributes(definition, attrs, loc)
+            else:  # an operator that stores no attribute (known after its first one)
+                attrs = {}
             try:
                 operands = list(map(value_of, inputs))
                 if shapes:
