@@ -20,9 +20,9 @@ from typing import Any
 
 # numpy's OpenBLAS starts a thread per core when numpy loads, and they cost CPU
 # time while they spin: pure start-up cost for commands that multiply no matrices,
-# and for `run` more CPU than they save wall time even on the largest models' matrix
-# products (README, "hand-written for speed"). These commands ask for one thread
-# unless the user chose a count (any variable OpenBLAS reads for it).
+# and for `run`, even on the largest models, far more CPU than the wall time they
+# save (README, "Architecture"). These commands ask for one thread unless the
+# user chose a count (any variable OpenBLAS reads for it).
 _ONE_BLAS_THREAD_COMMANDS = frozenset({"convert", "inspect", "tosa-info", "run"})
 _BLAS_THREAD_VARIABLES = frozenset({"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
                                     "OMP_NUM_THREADS"})
