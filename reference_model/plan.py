@@ -18,8 +18,8 @@ and when an op-by-op run would (an op in a branch never taken never fails).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,7 +28,7 @@ from reference_model.kernels import KERNELS, PREPARERS, KernelContext, Prepared,
 from tfl2tosa.errors import (ReferenceModelError, ResourceLimitError, SpecErrorIf, SpecRequire,
                              Tfl2TosaError)
 from tfl2tosa.ir.core import Graph, Op, Value
-from tfl2tosa.limits import check_tensor
+from tfl2tosa.limits import check_tensor, element_count, max_tensor_bytes
 from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype
 from tfl2tosa.tosa import rules
@@ -67,24 +67,31 @@ class _Template(NamedTuple):
     output_types: list[Type]
     facts: tuple[TypeFacts, ...]  # per result
     single: tuple[np.dtype, tuple[int, ...]] | None   # one result, static shape
+    largest_result: int          # bytes of the largest result of static shape (0: none)
 
 
-@dataclass(slots=True)
 class Step:
-    op: Op
-    operands: tuple[int, ...]
-    result_slots: tuple[int, ...]
-    call: StepCall                          # the registered kernel, unless prepared
-    error: Exception | None = None          # found at compile time, raised when run
-    # The prepared kernel, called on the operands alone (no variables, no graphs);
-    # runs instead of `call` when there is one.
-    prepared: Prepared | None = None
-    # (slot, dtype, shape) of a single result with a static shape: what a run checks
-    # inline before the general check_results.
-    single: tuple[int, np.dtype, tuple[int, ...]] | None = None
-    spec_name: str | None = None            # None until the op is known as a TOSA op
-    facts: tuple[TypeFacts, ...] | None = None   # per result, when the types are known
-    checks: tuple[ResultCheck, ...] | None = None   # made on first use
+    """One op of the plan: its operand and result slots and how to run it."""
+
+    __slots__ = ("op", "operands", "result_slots", "call", "error", "prepared", "single",
+                 "spec_name", "facts", "checks")
+
+    def __init__(self, op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
+                 call: StepCall) -> None:
+        self.op = op
+        self.operands = operands
+        self.result_slots = result_slots
+        self.call = call                        # the registered kernel, unless prepared
+        self.error: Exception | None = None     # found at compile time, raised when run
+        # The prepared kernel, called on the operands alone (no variables, no graphs);
+        # runs instead of `call` when there is one.
+        self.prepared: Prepared | None = None
+        # (slot, dtype, shape) of a single result with a static shape: what a run
+        # checks inline before the general check_results.
+        self.single: tuple[int, np.dtype, tuple[int, ...]] | None = None
+        self.spec_name: str | None = None       # None until the op is known as a TOSA op
+        self.facts: tuple[TypeFacts, ...] | None = None  # per result, once types are known
+        self.checks: tuple[ResultCheck, ...] | None = None   # made on first use
 
     @property
     def where(self) -> str:
@@ -106,16 +113,23 @@ class Step:
         return checks
 
 
-@dataclass(slots=True)
 class GraphPlan:
-    graph: Graph
-    slot_count: int
-    input_slots: tuple[int, ...]
-    output_slots: tuple[int, ...]
-    steps: list[Step]
-    initial: list[Any]                      # constants folded in, None elsewhere
-    slot_of: dict[int, int] = field(default_factory=dict)   # id(value) -> slot
-    output_error: ReferenceModelError | None = None
+    """A compiled graph: its steps over numbered slots."""
+
+    __slots__ = ("graph", "slot_count", "input_slots", "output_slots", "steps", "initial",
+                 "slot_of", "output_error")
+
+    def __init__(self, graph: Graph, slot_count: int, input_slots: tuple[int, ...],
+                 output_slots: tuple[int, ...], steps: list[Step], initial: list[Any],
+                 slot_of: dict[int, int], output_error: ReferenceModelError | None) -> None:
+        self.graph = graph
+        self.slot_count = slot_count
+        self.input_slots = input_slots
+        self.output_slots = output_slots
+        self.steps = steps
+        self.initial = initial                  # constants folded in, None elsewhere
+        self.slot_of = slot_of                  # id(value) -> slot
+        self.output_error = output_error
 
 
 def compile_graph(graph: Graph) -> GraphPlan:
@@ -125,6 +139,13 @@ def compile_graph(graph: Graph) -> GraphPlan:
         slot_of.setdefault(id(value), len(slot_of))
     steps: list[Step] = []
     initial_values: dict[int, np.ndarray] = {}
+    # The tensor budget, read once: a step whose results all fit it needs no check.
+    # An unreadable budget (a bad environment variable) is left for each step's
+    # check_tensor to report.
+    try:
+        budget = max_tensor_bytes()
+    except Tfl2TosaError:
+        budget = -1
     for op in graph.ops:
         name = op.name
         if name == "tosa.const" and _bind_constant(op, slot_of, initial_values):
@@ -138,7 +159,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
             initial_values.update((slot_of[id(v)], array) for v, array in zip(results, folded))
         else:
             steps.append(_step(op, operands, tuple([slot_of[id(v)] for v in results]),
-                               initial_values))
+                               initial_values, budget))
     initial: list[Any] = [None] * len(slot_of)
     for slot, array in initial_values.items():
         initial[slot] = array
@@ -153,7 +174,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
 
 
 def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
-          constants: dict[int, np.ndarray]) -> Step:
+          constants: dict[int, np.ndarray], budget: int) -> Step:
     step = Step(op, operands, result_slots, _never)
     if -1 in operands:
         missing = next(v for v, slot in zip(op.operands, operands) if slot == -1)
@@ -174,13 +195,14 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
             return step
     spec_name = step.spec_name = template.spec_name
     step.facts = template.facts
-    for dtype, static_shape, _ in template.facts:
-        if dtype is not None and static_shape is not None:
-            try:
-                check_tensor(static_shape, dtype.itemsize, f"{step.where} result")
-            except ResourceLimitError as exc:
-                step.error = exc
-                return step
+    if template.largest_result > budget:
+        for dtype, static_shape, _ in template.facts:
+            if dtype is not None and static_shape is not None:
+                try:
+                    check_tensor(static_shape, dtype.itemsize, f"{step.where} result")
+                except ResourceLimitError as exc:
+                    step.error = exc
+                    return step
     if template.single is not None:
         step.single = (result_slots[0], *template.single)
     preparer = PREPARERS.get(spec_name)
@@ -209,7 +231,10 @@ def _template(op: Op, key: tuple) -> _Template:
     single = None
     if len(facts) == 1 and facts[0][0] is not None and facts[0][1] is not None:
         single = (facts[0][0], facts[0][1])
-    template = _Template(spec_name, input_types, output_types, facts, single)
+    largest = max((math.ceil(element_count(shape) * dtype.itemsize)
+                   for dtype, shape, _ in facts if dtype is not None and shape is not None),
+                  default=0)
+    template = _Template(spec_name, input_types, output_types, facts, single, largest)
     _TEMPLATES.keep(key, ((*input_types, *output_types), template))
     return template
 

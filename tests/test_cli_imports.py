@@ -19,6 +19,9 @@ change them).
   flatc's builder functions, generated without that import).
 - A plain `convert` or `run` loads no pathlib (nor the ntpath, fnmatch and
   urllib it brings): paths are shown and opened by tfl2tosa/paths.py.
+- A plain `run` loads no `dataclasses` (nor `inspect`), and neither flatc's
+  reader classes nor the flatbuffers package (the `.tosa` reader reads tables
+  itself).
 
 The probe starts Python without `site` (-S) and puts site-packages on sys.path
 itself, as an installed interpreter finds it: `site` would run this venv's
@@ -167,6 +170,12 @@ def test_run_loads_no_typer_nor_pathlib(tmp_path, options, directory):
     assert set((tmp_path / directory).glob("*.npy")) - {tmp_path / "x.npy"}
     for heavy in ("typer", "click", "tensorflow", "ai_edge_litert") + PATHLIB_AND_ITS_IMPORTS:
         assert heavy not in modules["top"]
+    # The reader takes field slots from flatc's builder functions, and the reference
+    # model's records are plain classes.
+    assert "reference_model.kernels.tensor_ops" in modules["all"]
+    for unused in ("dataclasses", "inspect", "flatbuffers"):
+        assert unused not in modules["top"]
+    assert "tfl2tosa.tosa.fbs.tosa_generated" not in modules["all"]
 
 
 def test_a_usage_error_still_goes_to_typer(tmp_path):

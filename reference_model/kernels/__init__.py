@@ -5,12 +5,13 @@ conventions: bool as numpy bool_, i4 unpacked in int8, i48 in int64, bf16 and
 fp8 through ml_dtypes, shape_t values as 1-D int64 arrays.
 Kernels are grouped in modules by specification chapter; importing this
 package imports them all so every kernel is registered.
+Records here and in the plan are plain classes with `__slots__`, not
+dataclasses: a `tfl2tosa run` imports no `dataclasses` (README).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,17 +22,25 @@ from tfl2tosa.ir.types import ScalarType, ShapeType, TensorType, Type, storage_t
 from tfl2tosa.tosa import rules
 
 
-@dataclass(slots=True)
 class KernelContext:
-    op_name: str                     # specification name, e.g. "CONV2D"
-    inputs: list[np.ndarray]         # operand values in specification order
-    attrs: dict[str, Any]            # by specification attribute name
-    input_types: list[Type]
-    output_types: list[Type]
-    loc: str = ""                    # where the op came from, for error messages
-    # Runs another graph of the module (control flow): name, inputs -> outputs.
-    run_graph: Callable[[str, list[np.ndarray]], list[np.ndarray]] | None = None
-    variables: dict[str, np.ndarray] = field(default_factory=dict)
+    """What a kernel is called with: the op's operands, attributes and types."""
+
+    __slots__ = ("op_name", "inputs", "attrs", "input_types", "output_types", "loc",
+                 "run_graph", "variables")
+
+    def __init__(self, op_name: str, inputs: list[np.ndarray], attrs: dict[str, Any],
+                 input_types: list[Type], output_types: list[Type], loc: str = "",
+                 run_graph: Callable[[str, list[np.ndarray]], list[np.ndarray]] | None = None,
+                 variables: dict[str, np.ndarray] | None = None) -> None:
+        self.op_name = op_name              # specification name, e.g. "CONV2D"
+        self.inputs = inputs                # operand values in specification order
+        self.attrs = attrs                  # by specification attribute name
+        self.input_types = input_types
+        self.output_types = output_types
+        self.loc = loc                      # where the op came from, for error messages
+        # Runs another graph of the module (control flow): name, inputs -> outputs.
+        self.run_graph = run_graph
+        self.variables = {} if variables is None else variables
 
     def where(self) -> str:
         return f"{self.op_name} ({self.loc})" if self.loc else self.op_name
@@ -82,17 +91,21 @@ Kernel = Callable[[KernelContext], list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}
 
 
-@dataclass(slots=True)
 class StaticOp:
     """What is known about an op before any run: a preparer's input."""
 
-    op_name: str
-    attrs: dict[str, Any]
-    input_types: list[Type]
-    output_types: list[Type]
-    loc: str = ""
-    # The operands that are CONST / CONST_SHAPE results, as arrays; None for the others.
-    constants: list[np.ndarray | None] = field(default_factory=list)
+    __slots__ = ("op_name", "attrs", "input_types", "output_types", "loc", "constants")
+
+    def __init__(self, op_name: str, attrs: dict[str, Any], input_types: list[Type],
+                 output_types: list[Type], loc: str = "",
+                 constants: list[np.ndarray | None] | None = None) -> None:
+        self.op_name = op_name
+        self.attrs = attrs
+        self.input_types = input_types
+        self.output_types = output_types
+        self.loc = loc
+        # The operands that are CONST / CONST_SHAPE results, as arrays; None for the others.
+        self.constants = [] if constants is None else constants
 
     def where(self) -> str:
         return f"{self.op_name} ({self.loc})" if self.loc else self.op_name

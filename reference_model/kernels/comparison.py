@@ -10,7 +10,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reference_model.kernels import KernelContext, broadcast_shape, kernel
+from reference_model.kernels import KernelContext, Prepared, StaticOp, broadcast_shape, kernel, \
+    prepared
+from reference_model.kernels.elementwise_binary import static_broadcast
+
+_COMPARISONS = {"EQUAL": np.equal, "GREATER": np.greater, "GREATER_EQUAL": np.greater_equal}
 
 
 def _compare(ctx: KernelContext, fn: Callable) -> list[np.ndarray]:
@@ -33,3 +37,24 @@ def greater(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("GREATER_EQUAL")
 def greater_equal(ctx: KernelContext) -> list[np.ndarray]:
     return _compare(ctx, np.greater_equal)
+
+
+@prepared(*_COMPARISONS)
+def prepare_comparison(op: StaticOp) -> Prepared | None:
+    """Static shapes of rank 1 or more (a ufunc gives a rank-0 result as a scalar):
+    numpy's comparison as the kernel, the floating-point state left alone for
+    integers, which raise no flag."""
+    element = op.element(0)
+    out = op.static_shape(0, output=True)
+    if element is None or not out or not static_broadcast(op):
+        return None
+    fn = _COMPARISONS[op.op_name]
+    if element.is_integer:
+        def run_integer(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [fn(operands[0], operands[1])]
+        return run_integer
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        with np.errstate(invalid="ignore"):
+            return [fn(operands[0], operands[1])]
+    return run

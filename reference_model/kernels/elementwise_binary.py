@@ -196,21 +196,23 @@ def table(ctx: KernelContext) -> list[np.ndarray]:
 # Prepared forms: static shapes and constant operands checked once
 
 
-def static_broadcast(op: StaticOp) -> bool:
-    """True if every operand and the result have static shapes that the specification's
-    broadcast_shape accepts and that give the declared result shape."""
-    a, b = op.static_shape(0), op.static_shape(1)
+def static_broadcast(op: StaticOp, operands: int = 2) -> bool:
+    """True if the first `operands` operands and the result have static shapes that
+    the specification's broadcast_shape accepts and that give the declared result
+    shape."""
     out = op.static_shape(0, output=True)
-    if out is None or a is None or b is None:
+    if out is None:
         return False
-    if a == out and b == out:
+    static_shape = op.static_shape
+    shapes = ([static_shape(0), static_shape(1)] if operands == 2
+              else [static_shape(i) for i in range(operands)])
+    if all(shape == out for shape in shapes):
         return True
-    if len(a) != len(out) or len(b) != len(out):
+    if any(shape is None or len(shape) != len(out) for shape in shapes):
         return False
-    for a_dim, b_dim, out_dim in zip(a, b, out):
+    for dims, out_dim in zip(zip(*shapes), out):
         # Each dim is the result's or 1, and one of them is the result's.
-        if (a_dim != out_dim and a_dim != 1) or (b_dim != out_dim and b_dim != 1) \
-                or max(a_dim, b_dim) != out_dim:
+        if any(dim != out_dim and dim != 1 for dim in dims) or max(dims) != out_dim:
             return False
     return True
 

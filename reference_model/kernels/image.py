@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from reference_model import numerics
@@ -12,7 +10,6 @@ from tfl2tosa.ir.types import numpy_dtype
 from tfl2tosa.tosa import rules
 
 
-@dataclass(frozen=True)
 class _Axis:
     """Sampling positions along one spatial axis, in the pseudocode's integer terms.
 
@@ -21,10 +18,14 @@ class _Axis:
     and i1 = min(i + 1, size - 1).
     """
 
-    scale_n: int
-    remainder: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
+    __slots__ = ("scale_n", "remainder", "lower", "upper")
+
+    def __init__(self, scale_n: int, remainder: np.ndarray, lower: np.ndarray,
+                 upper: np.ndarray) -> None:
+        self.scale_n = scale_n
+        self.remainder = remainder
+        self.lower = lower
+        self.upper = upper
 
 
 def _axis(out_size: int, in_size: int, scale_n: int, scale_d: int, offset: int) -> _Axis:

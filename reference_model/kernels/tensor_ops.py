@@ -28,7 +28,6 @@ import functools
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -78,13 +77,16 @@ def _window_slice(start: int, count: int, stride: int) -> slice:
     return slice(start, start + (count - 1) * stride + 1, stride)
 
 
-@dataclass(frozen=True)
 class _Accumulation:
     """How a dot-product kernel accumulates: integer (exact, acc_bits) or float."""
 
-    integer: bool
-    acc_bits: int = 0                # width of acc_t for integers (32 or 48)
-    acc_dtype: np.dtype | None = None  # numpy dtype of acc_t for floats
+    __slots__ = ("integer", "acc_bits", "acc_dtype")
+
+    def __init__(self, integer: bool, acc_bits: int = 0,
+                 acc_dtype: np.dtype | None = None) -> None:
+        self.integer = integer
+        self.acc_bits = acc_bits             # width of acc_t for integers (32 or 48)
+        self.acc_dtype = acc_dtype           # numpy dtype of acc_t for floats
 
 
 @functools.lru_cache(maxsize=32)
@@ -179,15 +181,19 @@ def _finish(ctx: KernelContext, acc: np.ndarray, bias: np.ndarray, channels: int
 # Convolution engine shared by CONV2D and CONV3D
 
 
-@dataclass(slots=True)
 class _Window:
     """Spatial geometry of a (dilated, strided) window per spatial dimension."""
 
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    dilation: tuple[int, ...]
-    pad: tuple[tuple[int, int], ...]   # (before, after) per spatial dimension
-    out: tuple[int, ...]
+    __slots__ = ("kernel", "stride", "dilation", "pad", "out")
+
+    def __init__(self, kernel: tuple[int, ...], stride: tuple[int, ...],
+                 dilation: tuple[int, ...], pad: tuple[tuple[int, int], ...],
+                 out: tuple[int, ...]) -> None:
+        self.kernel = kernel
+        self.stride = stride
+        self.dilation = dilation
+        self.pad = pad                       # (before, after) per spatial dimension
+        self.out = out
 
     def taps(self) -> Iterator[tuple[int, ...]]:
         return itertools.product(*(range(k) for k in self.kernel))
@@ -740,21 +746,26 @@ def rfft2d(ctx: KernelContext) -> list[np.ndarray]:
 # is within the |x - zp| bound, so the raw sums are exact in the same work dtype.
 
 
-@dataclass(slots=True)
 class _ConvSetup:
-    window: _Window
-    input_shape: tuple[int, ...]
-    work: type                       # float32 / float64: exact for integers; floats: acc_t
-    in_zp: float
-    integer: bool
-    accumulation: _Accumulation
-    # integers: bias - input_zp * (sum of the channel's centered weights), in out_t's
-    # dtype when no sum can leave it (bias_check False), else int64;
-    # floats: the bias in the output float type
-    bias: np.ndarray
-    bias_check: bool                 # apply_add_s<out_t>(acc, bias) may leave out_t
-    out_dtype: np.dtype
-    out_bits: int
+    __slots__ = ("window", "input_shape", "work", "in_zp", "integer", "accumulation", "bias",
+                 "bias_check", "out_dtype", "out_bits")
+
+    def __init__(self, window: _Window, input_shape: tuple[int, ...], work: type,
+                 in_zp: float, integer: bool, accumulation: _Accumulation, bias: np.ndarray,
+                 bias_check: bool, out_dtype: np.dtype, out_bits: int) -> None:
+        self.window = window
+        self.input_shape = input_shape
+        self.work = work          # float32 / float64: exact for integers; floats: acc_t
+        self.in_zp = in_zp
+        self.integer = integer
+        self.accumulation = accumulation
+        # integers: bias - input_zp * (sum of the channel's centered weights), in
+        # out_t's dtype when no sum can leave it (bias_check False), else int64;
+        # floats: the bias in the output float type
+        self.bias = bias
+        self.bias_check = bias_check  # apply_add_s<out_t>(acc, bias) may leave out_t
+        self.out_dtype = out_dtype
+        self.out_bits = out_bits
 
 
 class _Unlocated:

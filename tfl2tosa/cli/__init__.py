@@ -18,11 +18,14 @@ import os
 import sys
 from typing import Any
 
-# numpy's OpenBLAS starts a thread per core when numpy loads, which costs CPU time
-# while they spin: worth it for the reference model's matrix products, pure start-up
-# cost for commands that multiply no matrices. Those ask for one thread (unless
-# the user chose a count).
-_COMMANDS_WITHOUT_BLAS = frozenset({"convert", "inspect", "tosa-info"})
+# numpy's OpenBLAS starts a thread per core when numpy loads, and they cost CPU
+# time while they spin: pure start-up cost for commands that multiply no matrices,
+# and for `run`, even on the largest models, far more CPU than the wall time they
+# save (README, "Architecture"). These commands ask for one thread unless the
+# user chose a count (any variable OpenBLAS reads for it).
+_ONE_BLAS_THREAD_COMMANDS = frozenset({"convert", "inspect", "tosa-info", "run"})
+_BLAS_THREAD_VARIABLES = frozenset({"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                    "OMP_NUM_THREADS"})
 
 
 def invoked_command(args: list[str]) -> str | None:
@@ -48,8 +51,8 @@ def _tune_fresh_process(argv: list[str]) -> None:
     # until exit; at the default threshold the cyclic GC would rescan them
     # again and again for nothing.
     gc.set_threshold(50_000, 20, 10)
-    if (invoked_command(argv) in _COMMANDS_WITHOUT_BLAS
-            and not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & os.environ.keys()):
+    if (invoked_command(argv) in _ONE_BLAS_THREAD_COMMANDS
+            and not _BLAS_THREAD_VARIABLES & os.environ.keys()):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 

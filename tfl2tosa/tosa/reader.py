@@ -21,7 +21,8 @@ layout (vtables, offsets, vectors) with precompiled struct formats: the
 generated accessors make several Python calls for every field, and a model
 has many fields. The generated code stays the one source of
 field positions: each field's vtable slot is taken from its `...Add<Field>`
-builder function.
+builder function, in `tosa_builders` (the generated reader classes and the
+flatbuffers package, which this reader has no use for, are not imported).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tfl2tosa.ir.types import ShapeType, TensorType, Type
 from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.paths import shown_path
 from tfl2tosa.tosa import ops as tosa_ops
-from tfl2tosa.tosa.fbs import tosa_generated as fb
+from tfl2tosa.tosa.fbs import tosa_builders as fb
 from tfl2tosa.tosa.fbs.encoding import (
     ELEMENT_BY_DTYPE,
     PLAIN_DTYPE_BY_DTYPE,
@@ -383,6 +384,8 @@ _AttributeField = tuple[tosa_ops.Attr, int, Any, int, int]
 # one of them is inline.
 _AttributeFields = tuple[int, tuple[_AttributeField, ...], bool]
 _ATTRIBUTE_FIELDS: dict[str, _AttributeFields] = {}
+# Stands for an operator whose fields are not worked out yet: _attributes does it.
+_UNKNOWN_FIELDS: _AttributeFields = (0, (None,), False)
 _SCALAR_SIZES = {_U8: 1, _I32: 4, _U32: 4, _U64: 8}
 
 
@@ -690,11 +693,13 @@ class _BlockReader:
             elif kind == _IDENTITY and (set(inputs) | set(outputs)) & set(self.variables):
                 ops.append(self._variable_access(inputs, outputs, loc))
                 continue
-            else:
+            elif _ATTRIBUTE_FIELDS.get(definition.name, _UNKNOWN_FIELDS)[1]:
                 attrs = self._attributes(data, pos, attribute_type_field, attribute_field,
                                          definition, inputs)
                 if not attrs.keys() >= _required_attributes(definition.name):
                     _refuse_missing_attributes(definition, attrs, loc)
+            else:  # an operator that stores no attribute (known after its first one)
+                attrs = {}
             try:
                 operands = list(map(value_of, inputs))
                 if shapes:
