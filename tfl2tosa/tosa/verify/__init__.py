@@ -164,6 +164,8 @@ class _Checker:
         self.type_verdicts: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         # The Form of each op name, operand and result count and attributes.
         self.forms: dict[tuple[Any, ...], Form] = {}
+        # The problems a rule of shape operands' values found (shapes.shapes_rule).
+        self.shape_value_problems: dict[tuple[Any, ...], list[str]] = {}
 
     def report(self, graph: Graph, op: Op | None, message: str) -> None:
         loc = op.loc if op is not None and op.loc else graph.name
