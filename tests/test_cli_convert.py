@@ -141,6 +141,19 @@ def test_python_api_matches_cli(tmp_path: Path) -> None:
     assert emit(module, "tosa") == out.read_bytes()
 
 
+def test_cli_writes_the_bytes_emit_returns_to_a_file_and_to_stdout(tmp_path: Path) -> None:
+    # The CLI writes a .tosa file's pieces (metadata, each weight's own bytes) one
+    # after another; a model with weights has many of them.
+    from tfl2tosa.pipeline import convert, emit
+
+    expected = emit(convert(DEMO)[0], "tosa")
+    out = tmp_path / "demo.tosa"
+    assert tfl2tosa("convert", DEMO, "-o", out).returncode == 0
+    assert out.read_bytes() == expected
+    piped = tfl2tosa("convert", DEMO, "-o", "-")
+    assert piped.returncode == 0 and piped.stdout == expected
+
+
 def test_top_level_python_api() -> None:
     import tfl2tosa
 

@@ -263,6 +263,24 @@ class TestPerAxisIntegrity:
             mlir(text)
 
 
+def test_per_axis_types_from_arrays_and_from_numbers_are_one_type():
+    # An importer's types (from_arrays) and a pattern's (the constructor) meet in
+    # dicts and sets, and their tensor types are interned: equal ones must hash alike
+    # and their scale bounds agree, whichever way each was made.
+    scales = np.array([0.5, 0.125, 2.0, 0.25], dtype=np.float32)
+    zero_points = np.array([0, 1, 0, -1], dtype=np.int64)
+    from_arrays = UniformQuantizedPerAxis.from_arrays(i8, f32, 0, scales, zero_points)
+    from_numbers = UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.125, 2.0, 0.25), (0, 1, 0, -1))
+    assert from_arrays == from_numbers and hash(from_arrays) == hash(from_numbers)
+    assert TensorType((4, 3), from_arrays) is TensorType((4, 3), from_numbers)
+    assert from_arrays.scale_bounds == from_numbers.scale_bounds == (0.125, 2.0)
+    # Types that differ only inside their scales or zero points stay apart.
+    other_scale = UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.25, 2.0, 0.25), (0, 1, 0, -1))
+    other_zero_point = UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.125, 2.0, 0.25), (0, 2, 0, -1))
+    assert len({from_arrays, other_scale, other_zero_point}) == 3
+    assert TensorType((4, 3), other_scale) is not TensorType((4, 3), from_arrays)
+
+
 def test_storage_and_expressed_helpers():
     q = UniformQuantized(u8, f16, 0.5, 3)
     assert is_quantized(q) and not is_quantized(f32)

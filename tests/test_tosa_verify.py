@@ -686,6 +686,22 @@ def test_shared_signature_reads_each_shape_operand_and_its_producer():
     assert reported(module, extensions=("EXT-DYNAMIC",))[0][1] == "other/op#1"
 
 
+def test_ops_sharing_a_shape_operand_are_each_reported():
+    # SLICE [2, 3] at start [1, 0] of size [2, 3]: start + size = [3, 3] does not fit
+    # [2, 3]. Both ops of a graph read one tosa.const_shape per list of values (the
+    # builder shares it), so the second meets what the first found: both are reported.
+    module = shared_signature_module(lambda b, x, start: tb.slice(b, x, start, [2, 3]),
+                                     [T((2, 3), f32)],
+                                     [{"start": [1, 0]}, {"start": [1, 0]}, {"start": [0, 0]},
+                                      {"start": [1, 0]}])
+    first, second = [op for op in module.graphs["main"].ops if op.name == "tosa.slice"]
+    assert first.operands[1] is second.operands[1]
+    found = reported(module)
+    assert [loc for _, loc, _ in found] == ["main/op#1", "main/op#2", "other/op#2"]
+    assert len({message for _, _, message in found}) == 1
+    assert "does not fit the input" in found[0][2]
+
+
 def test_shared_signature_reads_each_mul_shift():
     # REQUIRE(in_t == i32 || shift == 0).
     def mul8(b, x, shift):

@@ -45,6 +45,8 @@ CONSTANT_OPS = frozenset({"tfl.pseudo_const", "tfl.no_value", "tosa.const", "tos
 # Ops the importer makes for tensors rather than TFLite operators: constants, the
 # absent optional operand, the state tensors of recurrent ops.
 TENSOR_OPS = CONSTANT_OPS | {"tfl.variable"}
+# A piece of output: bytes, or an array written as its bytes (`emit_pieces`).
+Buffer = bytes | bytearray | np.ndarray
 # How hybrid (dynamic-range) ops compute: "emulate" TFLite's hybrid kernels
 # (legalize.hybrid), or "float" on dequantized weights (legalize.conv).
 HYBRID_MODES = ("emulate", "float")
@@ -348,10 +350,23 @@ def emit(module: Module, form: str) -> bytes:
     raise ValueError(f"unknown output form {form!r} (tosa, mlir or tfl)")
 
 
-def write_atomically(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` via a temp file in the same directory and a rename,
-    so a reader never sees a half-written file. The file gets the mode a plain
-    `open(path, "w")` would (0666 less the umask).
+@no_cyclic_collection()
+def emit_pieces(module: Module, form: str) -> list[Buffer]:
+    """`emit`'s bytes as pieces that follow one another (`write_atomically` writes
+    them): a .tosa file's constants stay the module's arrays, copied once, into
+    the file, rather than first into one bytes object as large as the file."""
+    if form == "tosa":
+        from tfl2tosa.tosa.writer import tosa_pieces
+
+        return tosa_pieces(module)
+    return [emit(module, form)]
+
+
+def write_atomically(path: str | os.PathLike, data: bytes | list[Buffer]) -> None:
+    """Write `data` (bytes, or pieces written one after another) to `path` via a
+    temp file in the same directory and a rename, so a reader never sees a
+    half-written file. The file gets the mode a plain `open(path, "w")` would
+    (0666 less the umask).
 
     Raises UsageError naming `path` (never the temp file) when it cannot be
     written: a missing directory, a directory in its place, no permission.
@@ -363,7 +378,10 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
         raise UsageError(f"cannot write {target}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, list):
+                f.writelines(data)
+            else:
+                f.write(data)
         os.replace(tmp, target)
     except BaseException as exc:
         try:

@@ -21,7 +21,7 @@ def convert_model(model: str, output: str | None, output_alias: str | None, emit
                   profile: list[str], extension: list[str] | None, disable: list[str],
                   no_fallback: bool, report: str | os.PathLike[str] | None, quiet: bool,
                   hybrid: str, kernels: str) -> None:
-    from tfl2tosa.pipeline import check_writable, convert, emit, write_atomically
+    from tfl2tosa.pipeline import check_writable, convert, emit, emit_pieces, write_atomically
 
     if emit_form not in ("tosa", "mlir", "tfl"):
         raise UsageError(f"--emit {emit_form}: choose tosa, mlir or tfl")
@@ -47,7 +47,7 @@ def convert_model(model: str, output: str | None, output_alias: str | None, emit
         if emit_form == "tfl":
             from tfl2tosa.tflite_import import load
 
-            data = emit(load(source), "tfl")
+            data = [emit(load(source), "tfl")]
         else:
             try:
                 module, conversion = convert(
@@ -61,14 +61,15 @@ def convert_model(model: str, output: str | None, output_alias: str | None, emit
             if report is not None:
                 write_atomically(report, conversion.to_json().encode())
             show("writing")
-            data = emit(module, emit_form)
+            data = emit_pieces(module, emit_form)
     if output == "-":
-        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.writelines(data)
         sys.stdout.buffer.flush()
     else:
         write_atomically(output, data)
     if conversion is not None:
-        summary_line(_summary(conversion, output, len(data), time.perf_counter() - started),
+        size = sum(memoryview(piece).nbytes for piece in data)
+        summary_line(_summary(conversion, output, size, time.perf_counter() - started),
                      enabled=not quiet)
 
 

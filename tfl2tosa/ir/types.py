@@ -380,9 +380,32 @@ class UniformQuantizedPerAxis(Frozen):
             raise IRError(f"quantized dimension must be non-negative, got {axis}")
         # Positive and finite: a NaN makes the least one NaN, which is not > 0.
         # (The ufuncs' own reductions: `scales.min()` adds a Python layer.)
-        if not (np.minimum.reduce(scales) > 0 and np.maximum.reduce(scales) < np.inf):
+        least, greatest = np.minimum.reduce(scales), np.maximum.reduce(scales)
+        if not (least > 0 and greatest < np.inf):
             raise IRError("quantization scales must be positive and finite")
+        self.__dict__["_scale_bounds"] = (float(least), float(greatest))
         return self
+
+    @property
+    def scale_bounds(self) -> tuple[float, float]:
+        """The least and the greatest scale, worked out once (a model's checks ask
+        for them, and a per-channel type has one scale per channel)."""
+        bounds = self.__dict__.get("_scale_bounds")
+        if bounds is None:
+            bounds = self.__dict__["_scale_bounds"] = (min(self.scales), max(self.scales))
+        return bounds
+
+    def __hash__(self) -> int:
+        # From the scales' count and end values, not from every scale: equal
+        # types still hash alike, and interning a model's per-channel types
+        # would otherwise hash each of their scales.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            scales, zero_points = self.scales, self.zero_points
+            cached = self.__dict__["_hash"] = hash(
+                (self.storage, self.expressed, self.axis, len(scales), scales[0], scales[-1],
+                 zero_points[0], zero_points[-1], self.storage_min, self.storage_max))
+        return cached
 
     @property
     def bits(self) -> int:

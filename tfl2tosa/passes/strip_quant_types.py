@@ -35,7 +35,7 @@ import numpy as np
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.core import Graph, Module, Op, Value
-from tfl2tosa.ir.types import ScalarType, TensorType, Type, is_quantized
+from tfl2tosa.ir.types import NoneType, ScalarType, ShapeType, TensorType, Type, is_quantized
 from tfl2tosa.quant.ops import QUANT_OPS, SCAST, element_of, stripped_type
 
 
@@ -177,6 +177,9 @@ def _has_quantized_values(graph: Graph) -> bool:
     return any(map(_is_quantized_type, types))
 
 
+# Types without an element type: shapes (every RESHAPE's and SLICE's operands)
+# and the absent operand.
+_NO_ELEMENT = frozenset({ShapeType, NoneType})
 _RESULTS = attrgetter("results")  # an op's
 _OPERANDS = attrgetter("operands")  # an op's
 _TYPE = attrgetter("type")  # a value's
@@ -185,6 +188,8 @@ _TYPE = attrgetter("type")  # a value's
 def _is_quantized_type(value_type: Type) -> bool:
     if isinstance(value_type, TensorType):
         return is_quantized(value_type.element)
+    if value_type.__class__ in _NO_ELEMENT:  # told without element_of's error
+        return False
     try:
         return is_quantized(element_of(value_type))
     except IRError:

@@ -746,7 +746,9 @@ def _value_is_plain(value: Value, budget: _Budget) -> bool:
         element = storage
     elif cls is UniformQuantizedPerAxis:
         storage = element.storage
-        if not (_all_within(element.scales, _MIN_SCALE, _MAX_SCALE)
+        # Its scales are positive and finite (the type's own rule): no NaN to look for.
+        least, greatest = element.scale_bounds
+        if not (_MIN_SCALE <= least and greatest <= _MAX_SCALE
                 and _zero_points_within(element.zero_points, storage.min_value,
                                         storage.max_value)):
             return False

@@ -71,9 +71,9 @@ _ENUM_VALUES = {kind: {name: value for name, value in vars(enum).items()
 
 def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> bytes | None:
     """Serialize `module`; write it to `path` and return None, or return the bytes."""
-    metadata, blobs = _Serializer(module).serialize()
     if path is None:
-        return b"".join(_file_pieces(metadata, blobs))
+        return b"".join(tosa_pieces(module))
+    metadata, blobs = _Serializer(module).serialize()
     from tfl2tosa.paths import file_name, shown_path
 
     target = shown_path(path)
@@ -86,6 +86,15 @@ def write_tosa(module: Module, path: str | os.PathLike[str] | None = None) -> by
         f.writelines(_file_pieces(metadata, blobs))
     os.replace(partial, target)
     return None
+
+
+def tosa_pieces(module: Module) -> list[bytes | bytearray | np.ndarray]:
+    """Serialize `module` as the pieces of its file, in order: the metadata, then
+    each data vector's length word and padding around the constant's own bytes.
+    Written one after another they are the file; writing them so copies each
+    weight once, where joining them first would copy it into one more buffer."""
+    metadata, blobs = _Serializer(module).serialize()
+    return list(_file_pieces(metadata, blobs))
 
 
 _INT = {int}

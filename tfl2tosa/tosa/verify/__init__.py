@@ -21,6 +21,8 @@ Many ops of a graph look alike, so each op signature (name, operand and result
 types, attributes: `signature`) is judged once: the problems found from it are
 reported again at every op that has it, and the checks that read a constant
 operand's values, or which op makes it, run on each op (`OpCheck.defer`).
+Signatures that differ only in shapes share the checks of the op's counts and
+attributes, found once per walk (`Form`).
 """
 
 from __future__ import annotations
@@ -160,6 +162,10 @@ class _Checker:
         self.verdicts: dict[tuple[Any, ...], Verdict] = {}
         # The type-mode verdict of each element-type signature (OpCheck.check_types).
         self.type_verdicts: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # The Form of each op name, operand and result count and attributes.
+        self.forms: dict[tuple[Any, ...], Form] = {}
+        # The problems a rule of shape operands' values found (shapes.shapes_rule).
+        self.shape_value_problems: dict[tuple[Any, ...], list[str]] = {}
 
     def report(self, graph: Graph, op: Op | None, message: str) -> None:
         loc = op.loc if op is not None and op.loc else graph.name
@@ -183,7 +189,7 @@ class _Checker:
         key = signature(op)
         verdict = self.verdicts.get(key) if key is not None else None
         if verdict is None:
-            verdict = judge(self, op)
+            verdict = judge(self, op, key)
             if key is not None:
                 self.verdicts[key] = verdict
         if verdict.needs:
@@ -216,23 +222,67 @@ class Verdict:
         self.types = types
 
 
-def judge(checker: _Checker, op: Op) -> Verdict:
+def judge(checker: _Checker, op: Op, key: tuple[Any, ...] | None = None) -> Verdict:
     """Run the checks of `op`: those that read only its signature once, for
-    every op that shares it; the others are left in the verdict's steps."""
+    every op that shares it; the others are left in the verdict's steps.
+    `key` is its `signature`, if it has one."""
     opdef = BY_MLIR.get(op.name)
     if opdef is None:
         return Verdict(None, (f"{op.name} is not a TOSA 1.0 operator "
                               f"(dialect {op.dialect!r})",), (), {})
     c = OpCheck(checker, None, op, opdef, judging=True)
-    if c.check_arity():
-        c.check_attrs()
+    form = _form(checker, c, key)
+    if form.arity_ok:
+        c.steps += form.attr_steps
+        c.needs += form.attr_needs
+        c.failed_attrs = form.failed_attrs
         c.check_arg_kinds()
-        c.check_constants()
+        c.steps += form.constant_steps
         c.check_types()
         rule = SHAPE_RULES.get(opdef.name)
         if rule is not None and not c.failed_attrs:
             rule(c)
+    else:
+        c.steps += form.attr_steps
     return Verdict(opdef, tuple(c.steps), tuple(c.needs), c.types)
+
+
+class Form:
+    """What the checks that read only an op's name, operand and result counts
+    and attributes find (`OpCheck.check_arity`, `check_attrs`,
+    `check_constants`): many signatures share it (ops of one kind that
+    differ in shapes), so it is worked out once per walk for all of them.
+    `attr_steps` holds the arity problems instead when `arity_ok` is false."""
+
+    __slots__ = ("arity_ok", "attr_steps", "attr_needs", "failed_attrs", "constant_steps")
+
+    def __init__(self, c: OpCheck) -> None:
+        self.arity_ok = c.check_arity()
+        if self.arity_ok:
+            c.check_attrs()
+        self.attr_steps = tuple(c.steps)
+        self.attr_needs = tuple(c.needs)
+        self.failed_attrs = c.failed_attrs
+        if self.arity_ok:
+            c.check_constants()
+        self.constant_steps = tuple(c.steps[len(self.attr_steps):])
+        c.steps.clear()
+        c.needs.clear()
+        c.failed_attrs = False
+
+
+def _form(checker: _Checker, c: OpCheck, key: tuple[Any, ...] | None) -> Form:
+    """The op's Form, looked up by its name, operand and result counts and the
+    attribute part of its signature `key` (made afresh without one)."""
+    if key is None:
+        return Form(c)
+    op = c.op
+    operands, results = len(op.operands), len(op.results)
+    form_key = (op.name, operands, results, key[2 + operands + results:])
+    form = checker.forms.get(form_key)
+    if form is None:
+        form = checker.forms[form_key] = Form(c)
+    return form
 
 
 # What an op's verdict depends on besides its name and operand and result

@@ -5,7 +5,11 @@ kernels apply too, to an op's declared shapes and constant operands.
 
 A rule runs once per op signature (`OpCheck`): what it reads of constant
 operands' values it reads in a deferred check (`OpCheck.defer`), and a rule
-registered with `reads_values` is deferred whole."""
+registered with `reads_values` is deferred whole. A rule registered with
+`reads_shapes` (RESHAPE, SLICE, ...) is deferred whole too, but reads only the
+first input's and the result's types and the values of the `shape_t` operands:
+its problems are kept per those types and the ops that make the shape
+operands (patterns share one `tosa.const_shape` among their ops), for the walk."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from tfl2tosa.tosa.verify.op_check import OpCheck, int_list, shape_of
 
 ShapeRule = Callable[[OpCheck], None]
 SHAPE_RULES: dict[str, ShapeRule] = {}
+# A rule of shape operands' values: an op's check -> the problems it finds.
+ShapeValuesRule = Callable[[OpCheck], list[str]]
 
 
 def rule(*names: str, reads_values: bool = False) -> Callable[[ShapeRule], ShapeRule]:
@@ -28,6 +34,26 @@ def rule(*names: str, reads_values: bool = False) -> Callable[[ShapeRule], Shape
     def register(fn: ShapeRule) -> ShapeRule:
         for name in names:
             SHAPE_RULES[name] = (lambda c: c.defer(fn)) if reads_values else fn
+        return fn
+    return register
+
+
+def shapes_rule(*names: str) -> Callable[[ShapeValuesRule], ShapeValuesRule]:
+    """Register a rule that reads only the first input's and the result's types and
+    the values of the other operands (shape_t operands): it runs on every op, its
+    problems kept per those types and the ops making the other operands."""
+    def register(fn: ShapeValuesRule) -> ShapeValuesRule:
+        def check(c: OpCheck) -> None:
+            op = c.op
+            key = (fn, op.operands[0].type, op.results[0].type,
+                   *[value.owner for value in op.operands[1:]])
+            problems = c.checker.shape_value_problems.get(key)
+            if problems is None:
+                problems = c.checker.shape_value_problems[key] = fn(c)
+            _report(c, problems)
+
+        for name in names:
+            SHAPE_RULES[name] = lambda c: c.defer(check)
         return fn
     return register
 
@@ -192,32 +218,29 @@ def _concat(c: OpCheck) -> None:
         _report(c, rules.concat_problems(shapes, c.attr("axis"), c.out_shape()))
 
 
-@rule("PAD", reads_values=True)
-def _pad(c: OpCheck) -> None:
+@shapes_rule("PAD")
+def _pad(c: OpCheck) -> list[str]:
     x = c.in_shape(0)
-    if x is not None:
-        _report(c, rules.pad_problems(x, c.shape_values(1), c.out_shape()))
+    return [] if x is None else rules.pad_problems(x, c.shape_values(1), c.out_shape())
 
 
-@rule("RESHAPE", reads_values=True)
-def _reshape(c: OpCheck) -> None:
+@shapes_rule("RESHAPE")
+def _reshape(c: OpCheck) -> list[str]:
     x = c.in_shape(0)
-    if x is not None:
-        _report(c, rules.reshape_problems(x, c.shape_values(1), c.out_shape()))
+    return [] if x is None else rules.reshape_problems(x, c.shape_values(1), c.out_shape())
 
 
-@rule("SLICE", reads_values=True)
-def _slice(c: OpCheck) -> None:
+@shapes_rule("SLICE")
+def _slice(c: OpCheck) -> list[str]:
     x = c.in_shape(0)
-    if x is not None:
-        _report(c, rules.slice_problems(x, c.shape_values(1), c.shape_values(2), c.out_shape()))
+    return [] if x is None else rules.slice_problems(x, c.shape_values(1), c.shape_values(2),
+                                                     c.out_shape())
 
 
-@rule("TILE", reads_values=True)
-def _tile(c: OpCheck) -> None:
+@shapes_rule("TILE")
+def _tile(c: OpCheck) -> list[str]:
     x = c.in_shape(0)
-    if x is not None:
-        _report(c, rules.tile_problems(x, c.shape_values(1), c.out_shape()))
+    return [] if x is None else rules.tile_problems(x, c.shape_values(1), c.out_shape())
 
 
 @rule("TRANSPOSE")
@@ -248,13 +271,13 @@ def _scatter(c: OpCheck) -> None:
         _report(c, rules.scatter_problems(values, indices, updates, c.out_shape()))
 
 
-@rule("RESIZE", reads_values=True)
-def _resize(c: OpCheck) -> None:
+@shapes_rule("RESIZE")
+def _resize(c: OpCheck) -> list[str]:
     x = c.in_shape(0)
     if x is None:
-        return
-    _report(c, rules.resize_problems(x, c.out_shape(), c.shape_values(1), c.shape_values(2),
-                                     c.shape_values(3)))
+        return []
+    return rules.resize_problems(x, c.out_shape(), c.shape_values(1), c.shape_values(2),
+                                 c.shape_values(3))
 
 
 @rule("RESCALE")
