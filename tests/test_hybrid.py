@@ -25,8 +25,12 @@ from e2e import MODELS
 from test_legalize_conv import Input, Int8Weights, OneOp, tflite_outputs, write
 
 import reference_model
+from legalize import hybrid
 from legalize.hybrid import HYBRID_LABELS
+from tfl2tosa.ir import Builder, Graph, Module, TensorType
+from tfl2tosa.ir.types import f32
 from tfl2tosa.pipeline import convert
+from tfl2tosa.tosa.build import Elementwise
 from tfl2tosa.tosa.writer import write_tosa
 from tfl2tosa.validation import hybrid_mode, validate
 
@@ -579,3 +583,37 @@ def test_asymmetric_scale_of_all_ones_inverts_correctly_rounded(exponent: int) -
     arm = run_arm(write_tosa(model.module), feeds, [ours.dtype])
     assert arm.status == "valid", arm.message
     assert np.array_equal(arm.outputs[0], ours)
+
+
+def test_row_scale_reciprocal_op_sequence_against_ieee_division() -> None:
+    """legalize.hybrid._reciprocal's graph alone against numpy's 1 / y, in our
+    reference model and Arm's: every 97th mantissa and the ones whose
+    reciprocal lies next to a midpoint (test_divide_rounding's, and an
+    all-ones mantissa), at exponents through the normal scales a row can have
+    up to the largest (the largest finite span / 255), subnormal scales and 0; each with the span it comes from (255 y, which
+    decides the scaling into the Newton step's range)."""
+    near = (np.array([0x43d43, 0x1368b, 0x25473, 0x6c7ec7, 0x702a3b, 0x70ff0f, 0x7c3237,
+                      0x7e01ff, 0x7fffff]) | (1 << 23)).astype(np.float64)
+    mantissas = np.concatenate([np.arange(1 << 23, 1 << 24, 97), near]) * 2.0 ** -23
+    ys = [mantissas * 2.0 ** k for k in (-126, -100, -73, -72, -64, -1, 0, 31, 96, 97, 119)]
+    largest = np.float32(float(np.finfo(np.float32).max) / 255)
+    ys.append(largest - np.arange(64) * np.spacing(largest))
+    ys.append(np.array([0.0, 2.0 ** -149, 3 * 2.0 ** -140, 2.0 ** -128, 1.5 * 2.0 ** -127]))
+    y = np.concatenate(ys).astype(np.float32)
+    span = (y.astype(np.float64) * 255).astype(np.float32)
+    assert np.isfinite(span).all()
+    graph = Graph("main")
+    y_in = graph.add_input("y", TensorType((y.size,), f32))
+    span_in = graph.add_input("span", TensorType((y.size,), f32))
+    e = Elementwise(Builder(graph, loc="test"), 1)
+    graph.set_outputs([hybrid._reciprocal(e, y_in, hybrid._Span(e, span_in))])
+    module = Module()
+    module.add_graph(graph)
+    with np.errstate(divide="ignore"):
+        want = np.float32(1.0) / y
+    ours = next(iter(reference_model.run(module, [y, span]).values()))
+    wrong = np.flatnonzero(ours != want)
+    assert wrong.size == 0, [(y[i], ours[i], want[i]) for i in wrong[:4]]
+    arm = run_arm(write_tosa(module), [y, span], [y.dtype])
+    assert arm.status == "valid", arm.message
+    assert np.array_equal(arm.outputs[0], want)
