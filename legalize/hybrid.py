@@ -226,7 +226,7 @@ def quantize_rows(rw: Rewriter, x: Value, asymmetric: bool) -> QuantizedRows:
     span = e.select(e.equal(span, zero), e.like(255.0, x), span)
     normalized = _Span(e, span)
     scale = _row_scale(e, normalized, 255)
-    inverse = _reciprocal(e, scale)
+    inverse = _reciprocal(e, scale, normalized)
     # TFLite divides rmin and rmax by the unrounded double scale; the float
     # products with 1 / scale move the zero point only where it lies within an
     # ulp of a rounding boundary, as the float scale does. The kernel takes
@@ -336,28 +336,49 @@ def _divided_by_constant(e: Elementwise, x: Value, divisor: int) -> Value:
     return e.add(q0, e.mul(residual, reciprocal))
 
 
-def _reciprocal(e: Elementwise, y: Value) -> Value:
-    """1 / y correctly rounded but where it lies within about 2^-48 (relative)
-    of a rounding midpoint, e.g. y = 2^k * (1 - 2^-24): q0 = RECIPROCAL(y), then
-    one Newton step q0 + (1 - q0 * y) * q0. The residual takes the four
-    products of Veltkamp's halves (each exact) off 1, largest first: 1 - hi * hi
-    is exact by Sterbenz's lemma, as q0 * y is within 2^-11 of 1, and each later
-    difference stays on the grid of the smaller products within the bits a
-    float holds, so no Dekker sum is needed. (Where RECIPROCAL is an ulp off the
-    last difference may round; the step lands where Elementwise.divide's
-    would.) Where the halves overflow (y beyond about 2^116 or below 2^-116, or
-    0) q0 is kept."""
+def _reciprocal(e: Elementwise, y: Value, span: _Span) -> Value:
+    """1 / y correctly rounded for the row scale y of `span`: every normal y up
+    to the largest finite span / 255 (and subnormal ones), wherever
+    RECIPROCAL is faithful (one of the two floats around 1 / y). A y of 0
+    gives RECIPROCAL's infinity.
+
+    y is first scaled by f, a power of two (2^64 for a tiny span, 2^-24
+    otherwise), into [2^-85, 2^97), so that Veltkamp's halves of y * f and of
+    its reciprocal stay finite and the Newton step's correction, about 2^-24
+    of the reciprocal, normal; 1 / y = f / (y * f), and the product by f is
+    exact. From q0 = RECIPROCAL(y * f) a Newton step q1 = q0 + r0 * q0, its
+    factor q0 biased up as in Elementwise.divide, lands on q0's neighbour
+    towards the quotient wherever that may be the nearer one, and the exact
+    residuals choose. r0 = 1 - q0 * y takes the four products of the halves
+    (each exact) off 1, largest first: 1 - hi * hi is exact by Sterbenz's lemma
+    (q0 * y is within 2^-22 of 1) and each later difference stays on the grid
+    of the smaller products within the bits a float holds. q1's residual
+    r0 - (q1 - q0) * y is exact too, q1 - q0 being 0 or an ulp. Of q0 and q1
+    the one with the smaller residual is the nearer; 1 / y is never a
+    midpoint (its 25-bit odd mantissa times y's cannot be a power of two),
+    though it lies within 2^-48 (relative) of one where y's mantissa is all
+    ones, where an unchecked step rounds the wrong way. Where y is 0 or
+    infinite the residuals are NaN and q0 is kept. Checked in numpy on every
+    mantissa at exponents across the range and on every subnormal, with
+    RECIPROCAL giving either float around 1 / y."""
+    factor = e.select(span.tiny, e.like(2.0 ** 64, y), e.like(2.0 ** -24, y))
+    y = e.mul(y, factor)
     q0 = e.reciprocal(y)
     q_high, q_low = e.split(q0)
     y_high, y_low = e.split(y)
-    residual = e.sub(e.like(1.0, y), e.mul(q_high, y_high))
-    residual = e.sub(residual, e.mul(q_high, y_low))
-    residual = e.sub(residual, e.mul(q_low, y_high))
-    residual = e.sub(residual, e.mul(q_low, y_low))
-    q1 = e.add(q0, e.mul(residual, q0))
-    return e.select(e.is_finite(q1), q1, q0)
+    residual0 = e.sub(e.like(1.0, y), e.mul(q_high, y_high))
+    residual0 = e.sub(residual0, e.mul(q_high, y_low))
+    residual0 = e.sub(residual0, e.mul(q_low, y_high))
+    residual0 = e.sub(residual0, e.mul(q_low, y_low))
+    q1 = e.add(q0, e.mul(residual0, e.mul(q0, e.like(_NEWTON_BIAS, y))))
+    residual1 = e.sub(residual0, e.mul(e.sub(q1, q0), y))
+    nearer = e.select(e.less(e.abs(residual1), e.abs(residual0)), q1, q0)
+    return e.mul(nearer, factor)
 
 
+# 1 + 2^-21: _reciprocal's Newton step scaled by it outweighs q0's error
+# (under an ulp) and the step's roundings, as Elementwise.divide's bias does.
+_NEWTON_BIAS = 1.0 + 2.0 ** -21
 # Veltkamp's splitting constant that leaves one significant bit in the high
 # half: the value rounded to a power of two.
 _POWER_OF_TWO_SPLIT = 2.0 ** 23 + 1

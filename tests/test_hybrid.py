@@ -25,8 +25,12 @@ from e2e import MODELS
 from test_legalize_conv import Input, Int8Weights, OneOp, tflite_outputs, write
 
 import reference_model
+from legalize import hybrid
 from legalize.hybrid import HYBRID_LABELS
+from tfl2tosa.ir import Builder, Graph, Module, TensorType
+from tfl2tosa.ir.types import f32
 from tfl2tosa.pipeline import convert
+from tfl2tosa.tosa.build import Elementwise
 from tfl2tosa.tosa.writer import write_tosa
 from tfl2tosa.validation import hybrid_mode, validate
 
@@ -422,11 +426,11 @@ def _mantissa_times(mantissa: int, exponent: int) -> float:
 # below it, 0; 16581124: t = 128, N 8 above it, -1; 8486390: t = 190, 0), at
 # exponents from spans whose scale is just normal (below 255 * 2^-126 the
 # scale is subnormal and rounded twice) through spans 1% short of the largest
-# float (legalize.hybrid._divided_by_constant). (255 << 16) - 1 is left out:
-# its scale has a mantissa of all ones, whose reciprocal the Newton step of
-# Elementwise.divide (and legalize.hybrid._reciprocal) rounds an ulp low.
-TIED_MANTISSAS = (1 << 23, (1 << 24) - 1, (255 << 16) - 2, 255 << 16, 8388731, 8388739,
-                  12533757, 16581124, 8486390, 16711688, 12403205, 8388612)
+# float (legalize.hybrid._divided_by_constant). (255 << 16) - 1 gives a scale
+# whose mantissa is all ones, whose reciprocal lies within 2^-48 (relative) of
+# a rounding midpoint (test_asymmetric_scale_of_all_ones_inverts_correctly_rounded).
+TIED_MANTISSAS = (1 << 23, (1 << 24) - 1, (255 << 16) - 2, (255 << 16) - 1, 255 << 16, 8388731,
+                  8388739, 12533757, 16581124, 8486390, 16711688, 12403205, 8388612)
 TIED_EXPONENTS = (-117, -112, -106, -105, -104, -96, -64, -63, -30, -1, 0, 1, 23, 24, 31, 64,
                   100, 125)
 
@@ -522,3 +526,96 @@ def test_edge_rows_at_run_time(asymmetric: bool, ic: int) -> None:
     arm = run_arm(write_tosa(model.module), feeds, [ours.dtype])
     assert arm.status == "valid", arm.message
     assert np.array_equal(arm.outputs[0], ours)
+
+
+def _vector_round(v: np.ndarray) -> np.ndarray:
+    """tensor_utils' vector rounding of non-negative float32 values: trunc(v + 0.5)."""
+    return np.floor(v + np.float32(0.5))
+
+
+def _all_ones_scale_row(exponent: int, ic: int) -> np.ndarray:
+    """A non-negative row (rmin 0, span = its max) whose scale span / 255 rounds
+    to y = (2^24 - 1) * 2^(exponent - 23), a mantissa of all ones, where 1 / y
+    lies within 2^-48 (relative) of a rounding midpoint; its other values x lie
+    beside halves of the scale, where the quantized x * (1 / y) moves if 1 / y
+    in float is an ulp off either way (worked out here in float64 and float32)."""
+    y = np.float32(np.ldexp(float((1 << 24) - 1), exponent - 23))
+    span = next(s for s in (np.float32(255.0 * float(y) * (1 + k * 2.0 ** -25))
+                            for k in range(-4, 5))
+                if np.float32(float(s) / 255.0) == y)
+    inverse = np.float32(1.0 / float(y))
+    low, high = (np.nextafter(inverse, np.float32(bound)) for bound in (0.0, np.inf))
+    picked = []
+    for n in RNG.permutation(250):
+        other = (low, high)[len(picked) % 2]
+        near = np.float32((n + 0.5) * float(y))
+        for x in (near + np.arange(-40, 41, dtype=np.float32) * np.spacing(near)).astype(
+                np.float32):
+            if _vector_round(x * other) != _vector_round(x * inverse):
+                picked.append(x)
+                break
+        if len(picked) == ic - 1:
+            break
+    assert len(picked) == ic - 1
+    return np.array([span, *picked], dtype=np.float32)
+
+
+@pytest.mark.parametrize("exponent", [-120, -100, -72, -1, 0, 23, 64, 119])
+def test_asymmetric_scale_of_all_ones_inverts_correctly_rounded(exponent: int) -> None:
+    """TFLite inverts an asymmetric row's scale in double (1.0 / scale, then
+    float): 1 / y correctly rounded. A scale whose mantissa is all ones puts
+    1 / y within 2^-48 (relative) of a midpoint, where an unchecked Newton step
+    rounds the wrong way; values beside halves of the scale then quantize off
+    by one.
+    Against TFLite's hybrid FULLY_CONNECTED and Arm's reference model."""
+    ic = 16
+    rows = np.stack([_all_ones_scale_row(exponent, ic) for _ in range(4)])
+    values = RNG.integers(-127, 128, size=(7, ic)).astype(np.int8)
+    values[values == 0] = 1
+    scales = tuple(float(2.0 ** k) for k in (-120, -80, -40, 0, 40, 80, 120))
+    case = OneOp("FULLY_CONNECTED", [Input((4, ic)), Int8Weights(values, scales, axis=0),
+                                     np.zeros(7, np.float32)], (4, 7),
+                 ("FullyConnectedOptions", {"asymmetricQuantizeInputs": True}), version=12)
+    model = converted(case)
+    feeds = [rows]
+    theirs = tflite_outputs(model.data, feeds, resolver=BUILTIN)[0]
+    ours = next(iter(reference_model.run(model.module, feeds).values()))
+    assert np.array_equal(ours, theirs), (exponent, int((ours != theirs).sum()))
+    arm = run_arm(write_tosa(model.module), feeds, [ours.dtype])
+    assert arm.status == "valid", arm.message
+    assert np.array_equal(arm.outputs[0], ours)
+
+
+def test_row_scale_reciprocal_op_sequence_against_ieee_division() -> None:
+    """legalize.hybrid._reciprocal's graph alone against numpy's 1 / y, in our
+    reference model and Arm's: every 97th mantissa and the ones whose
+    reciprocal lies next to a midpoint (test_divide_rounding's, and an
+    all-ones mantissa), at exponents through the normal scales a row can have
+    up to the largest (the largest finite span / 255), subnormal scales and 0;
+    each with the span it comes from (255 y, which decides the scaling into the
+    Newton step's range)."""
+    near = (np.array([0x543d43, 0x61368b, 0x625473, 0x6c7ec7, 0x702a3b, 0x70ff0f, 0x7c3237,
+                      0x7e01ff, 0x7fffff]) | (1 << 23)).astype(np.float64)
+    mantissas = np.concatenate([np.arange(1 << 23, 1 << 24, 97), near]) * 2.0 ** -23
+    ys = [mantissas * 2.0 ** k for k in (-126, -100, -73, -72, -64, -1, 0, 31, 96, 97, 119)]
+    largest = np.float32(float(np.finfo(np.float32).max) / 255)
+    ys.append(largest - np.arange(64) * np.spacing(largest))
+    ys.append(np.array([0.0, 2.0 ** -149, 3 * 2.0 ** -140, 2.0 ** -128, 1.5 * 2.0 ** -127]))
+    y = np.concatenate(ys).astype(np.float32)
+    span = (y.astype(np.float64) * 255).astype(np.float32)
+    assert np.isfinite(span).all()
+    graph = Graph("main")
+    y_in = graph.add_input("y", TensorType((y.size,), f32))
+    span_in = graph.add_input("span", TensorType((y.size,), f32))
+    e = Elementwise(Builder(graph, loc="test"), 1)
+    graph.set_outputs([hybrid._reciprocal(e, y_in, hybrid._Span(e, span_in))])
+    module = Module()
+    module.add_graph(graph)
+    with np.errstate(divide="ignore", over="ignore"):
+        want = np.float32(1.0) / y
+    ours = next(iter(reference_model.run(module, [y, span]).values()))
+    wrong = np.flatnonzero(ours != want)
+    assert wrong.size == 0, [(y[i], ours[i], want[i]) for i in wrong[:4]]
+    arm = run_arm(write_tosa(module), [y, span], [y.dtype])
+    assert arm.status == "valid", arm.message
+    assert np.array_equal(arm.outputs[0], want)
