@@ -305,9 +305,25 @@ class Builder:
             if None in offsets:
                 offsets = list(map(self.CreateSharedString, first))
             first_vector = self.CreateOffsetVector(offsets)
-        offsets = list(map(shared.get, last))
-        if None in offsets:
-            self._add_shared_strings(last, offsets)
+        if len(last) == 1:  # most operators: one result, its name met for the first time
+            name = last[0]
+            offset = shared.get(name)
+            if offset is None:  # `_add_shared_strings` inline
+                raw = name.encode()
+                size = len(raw)
+                total = (size + 8) & -4
+                while self.head < total:
+                    self._grow()
+                head = self.head - total
+                _UINT32.pack_into(self.Bytes, head, size)
+                self.Bytes[head + 4:head + 4 + size] = raw
+                self.head = head
+                offset = shared[name] = len(self.Bytes) - head
+            offsets = [offset]
+        else:
+            offsets = list(map(shared.get, last))
+            if None in offsets:
+                self._add_shared_strings(last, offsets)
         raw = text.encode()
         size = len(raw)
         count = len(offsets)
