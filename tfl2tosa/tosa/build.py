@@ -111,7 +111,10 @@ def op(b: Builder, name: str, operands: Sequence[Value], result_type: Type, /,
     The parameters are positional-only so that attributes may be called `name`
     (VARIABLE_READ/WRITE) or `type` (VARIABLE).
     """
-    _check(name, operands, 1, attrs)
+    call = (name, len(operands), 1, *attrs)  # `_check` inline
+    if call not in _CHECKED_CALLS:
+        _check_call(_opdef(name), operands, 1, attrs)
+        _CHECKED_CALLS.add(call)
     return b.single(name, list(operands), result_type, attrs)
 
 
