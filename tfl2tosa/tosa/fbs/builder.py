@@ -267,7 +267,8 @@ class Builder:
         lists, a text), the child and the first vector are one pack
         (`_ChildPlan`), the strings of the last list met for the first time
         follow, then the last vector, the text, its table and the table are one
-        pack (`_TailPlan`)."""
+        pack (`_TailPlan`); where the last list is one string met for the first
+        time, that string is part of the second pack."""
         if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
                 or len(string_lists) != 2 or child == 0:
             return self._string_vectors_table(layout, values, child, string_lists,
