@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfl2tosa.errors import IRError
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.ir.types import Type
 
@@ -51,3 +52,33 @@ class Builder:
     def op(self, name: str, operands: list[Value], result_type: Type, /, **attrs: Any) -> Value:
         """Create a single-result op and return its result."""
         return self.create(name, operands, [result_type], attrs).result
+
+    def single(self, name: str, operands: list[Value], result_type: Type,
+               attrs: dict[str, Any]) -> Value:
+        """`create` for the usual op, one result named from the base: the same
+        op, names and checks in one step. The op keeps `operands` and `attrs`,
+        which the caller hands over."""
+        short = _SHORT_NAMES.get(name)
+        if short is None:
+            short = _SHORT_NAMES[name] = name.split(".", 1)[-1]
+        base = f"{self.name_base}/{short}" if self.name_base else short
+        graph = self.graph
+        names = graph._names
+        if base in names:
+            base = graph.unique_name(base)
+        else:
+            names.add(base)
+        op = Op.__new__(Op)
+        op.name = name
+        op.operands = operands
+        for i, value in enumerate(operands):
+            if value.__class__ is not Value and not isinstance(value, Value):
+                raise IRError(f"{name}: operand {i} is {type(value).__name__}, not a Value")
+            value.uses.append((op, i))
+        result = Value(base, result_type, op)
+        op.results = [result]
+        op.attrs = attrs
+        op.loc = self.loc
+        self.ops.append(op)
+        self.created.append(op)
+        return result

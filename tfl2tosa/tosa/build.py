@@ -111,8 +111,11 @@ def op(b: Builder, name: str, operands: Sequence[Value], result_type: Type, /,
     The parameters are positional-only so that attributes may be called `name`
     (VARIABLE_READ/WRITE) or `type` (VARIABLE).
     """
-    _check(name, operands, 1, attrs)
-    return b.create(name, list(operands), [result_type], attrs).result
+    call = (name, len(operands), 1, *attrs)  # `_check` inline
+    if call not in _CHECKED_CALLS:
+        _check_call(_opdef(name), operands, 1, attrs)
+        _CHECKED_CALLS.add(call)
+    return b.single(name, list(operands), result_type, attrs)
 
 
 def op_results(b: Builder, name: str, operands: Sequence[Value],
@@ -319,9 +322,10 @@ _ZERO_POINTS: BoundedMemo = BoundedMemo()
 
 
 def _tensor_type(value: Value) -> TensorType:
-    if not isinstance(value.type, TensorType):
+    t = value.type
+    if t.__class__ is not TensorType and not isinstance(t, TensorType):
         raise IRError(f"{value.name!r} is not a tensor")
-    return value.type
+    return t
 
 
 def reshape(b: Builder, x: Value, shape: Sequence[int]) -> Value:

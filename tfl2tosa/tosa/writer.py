@@ -444,8 +444,8 @@ class _Serializer:
 
     def _region(self, block: _Block) -> int:
         b = self.builder
-        operators = [self._operator(op) for op in block.graph.ops if op.name != "tosa.variable"]
-        tensors = [self._tensor_table(t) for t in block.tensors]
+        operators = self._operators(block.graph.ops)
+        tensors = self._tensor_tables(block.tensors)
         shapes = [self._shape_table(name, values) for name, values in block.shapes]
         name = b.CreateSharedString(block.graph.name)
         operators_vec = b.CreateOffsetVector(operators)
@@ -467,24 +467,37 @@ class _Serializer:
         fb.TosaRegionAddBlocks(b, blocks_vec)
         return fb.TosaRegionEnd(b)
 
-    def _tensor_table(self, tensor: _Tensor) -> int:
+    def _tensor_tables(self, tensors: list[_Tensor]) -> list[int]:
+        """The table of each tensor, in order."""
         # The element types of a module are few and live as long as it does:
-        # its first tensor of each, or a variable's, takes the steps below.
-        dtype = self.dtypes.get(id(tensor.type.element))
-        if dtype is None or tensor.variable_name is not None:
-            return self._tensor_table_by_steps(tensor)
+        # its first tensor of each, or a variable's, takes the steps of
+        # `_tensor_table_by_steps`.
+        dtypes = self.dtypes
         b = self.builder
-        dims = tensor.type.shape
-        name = b.CreateSharedString(tensor.name)
-        data = _NO_DATA if tensor.data is None else _DATA
-        try:  # the shape vector and the table in one
-            offset = b.Int32VectorTable(_TENSOR, name, () if dims is None else dims,
-                                        (dtype, data, False, 0, dims is None))
-        except struct.error:
-            self._refuse_shape(tensor)
-            raise
-        self._add_blob(tensor)
-        return offset
+        shared = b._shared
+        vector_table = b.Int32VectorTable
+        offsets: list[int] = []
+        for tensor in tensors:
+            tensor_type = tensor.type
+            dtype = dtypes.get(id(tensor_type.element))
+            if dtype is None or tensor.variable_name is not None:
+                offsets.append(self._tensor_table_by_steps(tensor))
+                continue
+            dims = tensor_type.shape
+            name = shared.get(tensor.name)
+            if name is None:
+                name = b.CreateSharedString(tensor.name)
+            no_data = tensor.data is None
+            try:  # the shape vector and the table in one
+                offsets.append(vector_table(_TENSOR, name, () if dims is None else dims,
+                                            (dtype, _NO_DATA if no_data else _DATA, False, 0,
+                                             dims is None)))
+            except struct.error:
+                self._refuse_shape(tensor)
+                raise
+            if not no_data or tensor.blob is not None:
+                self._add_blob(tensor)
+        return offsets
 
     def _tensor_table_by_steps(self, tensor: _Tensor) -> int:
         b = self.builder
@@ -550,26 +563,37 @@ class _Serializer:
 
     # -- operators
 
-    def _operator(self, op: Op) -> int:
-        plan = _PLANS_BY_OP.get(op.name)
-        if plan is None:
-            return self._checked_operator(op)
-        # Every named value is a tensor or a shape (`_collect` names nothing
-        # else), so names found for all operands mean none is omitted.
+    def _operators(self, ops: list[Op]) -> list[int]:
+        """The operator table of each op but variable declarations, in order."""
+        plans = _PLANS_BY_OP
         name_of = self.names.of_value.__getitem__
-        try:
-            inputs = list(map(name_of, map(id, op.operands)))
-            outputs = list(map(name_of, map(id, op.results)))
-        except KeyError:
-            return self._checked_operator(op)
-        if not plan.fields:
-            child: int | tuple[TableLayout, tuple[Any, ...]] = plan.empty_table
-        else:
-            values = self._number_fields(op, plan) if plan.numbers_only else None
-            child = ((plan.layout, values) if values is not None
-                     else self._attribute_table(op, plan))
-        return self.builder.StringVectorsTable(_OPERATOR, plan.operator_fields, child,
-                                               (inputs, outputs), _LOCATION, op.loc)
+        string_vectors_table = self.builder.StringVectorsTable
+        operators: list[int] = []
+        for op in ops:
+            name = op.name
+            if name == "tosa.variable":
+                continue
+            plan = plans.get(name)
+            if plan is None:
+                operators.append(self._checked_operator(op))
+                continue
+            # Every named value is a tensor or a shape (`_collect` names nothing
+            # else), so names found for all operands mean none is omitted.
+            try:
+                inputs = list(map(name_of, map(id, op.operands)))
+                outputs = list(map(name_of, map(id, op.results)))
+            except KeyError:
+                operators.append(self._checked_operator(op))
+                continue
+            if not plan.fields:
+                child: int | tuple[TableLayout, tuple[Any, ...]] = plan.empty_table
+            else:
+                values = self._number_fields(op, plan) if plan.numbers_only else None
+                child = ((plan.layout, values) if values is not None
+                         else self._attribute_table(op, plan))
+            operators.append(string_vectors_table(_OPERATOR, plan.operator_fields, child,
+                                                  (inputs, outputs), _LOCATION, op.loc))
+        return operators
 
     def _checked_operator(self, op: Op) -> int:
         """An operator whose kind, operands or names are checked one by one."""

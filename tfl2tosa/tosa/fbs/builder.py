@@ -267,7 +267,8 @@ class Builder:
         lists, a text), the child and the first vector are one pack
         (`_ChildPlan`), the strings of the last list met for the first time
         follow, then the last vector, the text, its table and the table are one
-        pack (`_TailPlan`)."""
+        pack (`_TailPlan`); where the last list is one string met for the first
+        time, that string is part of the second pack."""
         if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
                 or len(string_lists) != 2 or child == 0:
             return self._string_vectors_table(layout, values, child, string_lists,
@@ -295,9 +296,16 @@ class Builder:
             child_offset = len(self.Bytes) - head + packed.size
             top = child_offset + 4 * count  # element i is `top - 4 * i` from the end
             head -= packer.size
-            packer.pack_into(self.Bytes, head, count,
-                             *map(sub, range(top, top - 4 * count, -4), offsets),
-                             packed.vtable - child_offset, packed.fields)
+            if count == 1:  # most operators: one operand, or two below
+                packer.pack_into(self.Bytes, head, 1, top - offsets[0],
+                                 packed.vtable - child_offset, packed.fields)
+            elif count == 2:
+                packer.pack_into(self.Bytes, head, 2, top - offsets[0], top - 4 - offsets[1],
+                                 packed.vtable - child_offset, packed.fields)
+            else:
+                packer.pack_into(self.Bytes, head, count,
+                                 *map(sub, range(top, top - 4 * count, -4), offsets),
+                                 packed.vtable - child_offset, packed.fields)
             self.head = head
             first_vector = top + 4
         else:
@@ -305,9 +313,15 @@ class Builder:
             if None in offsets:
                 offsets = list(map(self.CreateSharedString, first))
             first_vector = self.CreateOffsetVector(offsets)
-        offsets = list(map(shared.get, last))
-        if None in offsets:
-            self._add_shared_strings(last, offsets)
+        new_name = None  # the one result's name, if not yet written: packed with the tail
+        if len(last) == 1:  # most operators
+            offsets = [shared.get(last[0])]
+            if offsets[0] is None:
+                new_name = last[0]
+        else:
+            offsets = list(map(shared.get, last))
+            if None in offsets:
+                self._add_shared_strings(last, offsets)
         raw = text.encode()
         size = len(raw)
         count = len(offsets)
@@ -316,21 +330,50 @@ class Builder:
         if tail is None:
             tail = self._tail_plan(key)
             if tail is None:  # a vtable not yet written: the general calls write it
+                if new_name is not None:
+                    self._add_shared_strings(last, offsets)
                 return self.Table(layout, (*values, child_offset, first_vector,
                                            self.CreateOffsetVector(offsets),
                                            self.Table(text_layout, (self.CreateString(text),))))
+        if new_name is not None:
+            # Above the tail, the name as `CreateSharedString` writes it: its
+            # length word, bytes, terminating zero and padding to 4 bytes.
+            name_raw = new_name.encode()
+            name_size = (len(name_raw) + 8) & -4
+            packer = tail.named.get(name_size)
+            if packer is None:
+                packer = tail.named[name_size] = struct.Struct(
+                    f"{tail.packer.format}I{name_size - 4}s")
+            while self.head < packer.size:
+                self._grow()
+            head = self.head - name_size  # where the name starts
+            top = len(self.Bytes) - head + 4  # the last vector's one element
+            if child_offset > top + tail.text_table_from_top:  # not yet built
+                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+            packer.pack_into(
+                self.Bytes, head - tail.size,
+                *tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
+                             top + tail.first_vector_from_top - first_vector,
+                             tail.text_vtable_from_top - top, size, raw, *tail.constants)),
+                4, len(name_raw), name_raw)
+            shared[new_name] = len(self.Bytes) - head
+            self.head = head - tail.size
+            self._last_table = (top + tail.text_table_from_top, tail.table_plan)
+            return top + tail.table_end_from_top
         while self.head < tail.size:
             self._grow()
         head = self.head
         top = len(self.Bytes) - head + 4 * count  # the last vector's element i is `top - 4 * i`
         if child_offset > top + tail.text_table_from_top:  # not yet built
             raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        tail.packer.pack_into(
-            self.Bytes, head - tail.size,
-            *tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
-                         top + tail.first_vector_from_top - first_vector,
-                         tail.text_vtable_from_top - top, size, raw, *tail.constants)),
-            *map(sub, range(top, top - 4 * count, -4), offsets))
+        fields = tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
+                             top + tail.first_vector_from_top - first_vector,
+                             tail.text_vtable_from_top - top, size, raw, *tail.constants))
+        if count == 1:
+            tail.packer.pack_into(self.Bytes, head - tail.size, *fields, top - offsets[0])
+        else:
+            tail.packer.pack_into(self.Bytes, head - tail.size, *fields,
+                                  *map(sub, range(top, top - 4 * count, -4), offsets))
         self.head = head - tail.size
         self._last_table = (top + tail.text_table_from_top, tail.table_plan)
         return top + tail.table_end_from_top
@@ -709,8 +752,8 @@ class _TailPlan:
     vector field, the text table's vtable offset, the text's length, the text,
     *`constants`)."""
 
-    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "order", "packer",
-                 "size", "table_end_from_top", "table_plan", "text_table_from_top",
+    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "named", "order",
+                 "packer", "size", "table_end_from_top", "table_plan", "text_table_from_top",
                  "text_vtable_from_top", "vtable_from_top")
 
     def __init__(self, table_plan: _TablePlan, table_vtable: int, text_plan: _TablePlan,
@@ -750,6 +793,8 @@ class _TailPlan:
                                     + text_plan.packer.format[1:]
                                     + f"I{text_size}sI{count}I")
         self.size = self.packer.size
+        # the padded size of a one result's name packed above it -> the struct of both
+        self.named: dict[int, struct.Struct] = {}
 
 
 class _VectorTablePlan:

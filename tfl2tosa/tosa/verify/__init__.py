@@ -173,6 +173,7 @@ class _Checker:
 
     def check_graph(self, graph: Graph) -> None:
         defined = set(graph.inputs)  # values compare by identity
+        verdicts, needs = self.verdicts, self.needs
         for op in graph.ops:
             if not defined.issuperset(op.operands):
                 for i, value in enumerate(op.operands):
@@ -180,20 +181,22 @@ class _Checker:
                         self.report(graph, op, f"operand {i} ({value.name!r}) is used before "
                                                f"it is defined in graph {graph.name!r}")
             defined.update(op.results)
-            self.check_op(graph, op)
+            # The op's checks: those of its signature's verdict, judged once.
+            key = signature(op)
+            verdict = verdicts.get(key) if key is not None else None
+            if verdict is None:
+                verdict = judge(self, op, key)
+                if key is not None:
+                    verdicts[key] = verdict
+            if verdict.needs:
+                needs.extend(verdict.needs)
+            if verdict.steps:
+                self._run_steps(graph, op, verdict)
         for value in graph.outputs:
             if value not in defined:
                 self.report(graph, None, f"output {value.name!r} is not defined in the graph")
 
-    def check_op(self, graph: Graph, op: Op) -> None:
-        key = signature(op)
-        verdict = self.verdicts.get(key) if key is not None else None
-        if verdict is None:
-            verdict = judge(self, op, key)
-            if key is not None:
-                self.verdicts[key] = verdict
-        if verdict.needs:
-            self.needs.extend(verdict.needs)
+    def _run_steps(self, graph: Graph, op: Op, verdict: Verdict) -> None:
         c: OpCheck | None = None
         for step in verdict.steps:
             if isinstance(step, str):
