@@ -283,9 +283,7 @@ def cse_graph(graph: Graph) -> int:
     removed = 0
     for op in graph.ops:
         first = None
-        # is_pure inline
-        if op.name not in _NOT_PURE and op.results and not (
-                op.attrs and op.attrs.get("side_effect")):
+        if is_pure(op):
             operands = op.operands
             if operands:
                 key = (op.name, *map(id, operands))
