@@ -14,14 +14,16 @@ change them).
   tfl2tosa/cli/fast.py), and `convert` of a model without sparse tensors no
   module of the `tflite` package: the importer reads tables by its own reader
   and the schema description (tflite_import/flat.py, schema_data.py).
-- A `.tosa` convert loads neither the MLIR printer, flatc's reader classes nor
-  the flatbuffers package (the writer builds with tosa/fbs/builder.py and
-  flatc's builder functions, generated without that import).
+- A `.tosa` convert loads neither the MLIR printer, the generic IR printer
+  (the `tosa` and `quant` dialects register their printing hooks in ir.core),
+  flatc's reader classes nor the flatbuffers package (the writer builds with
+  tosa/fbs/builder.py and flatc's builder functions, generated without that
+  import).
 - A plain `convert` or `run` loads no pathlib (nor the ntpath, fnmatch and
   urllib it brings): paths are shown and opened by tfl2tosa/paths.py.
-- A plain `run` loads no `dataclasses` (nor `inspect`), and neither flatc's
+- A plain `run` loads no `dataclasses` (nor `inspect`), neither flatc's
   reader classes nor the flatbuffers package (the `.tosa` reader reads tables
-  itself).
+  itself), and no verifier (`tfl2tosa.tosa` loads its parts when asked).
 
 The probe starts Python without `site` (-S) and puts site-packages on sys.path
 itself, as an installed interpreter finds it: `site` would run this venv's
@@ -176,6 +178,9 @@ def test_run_loads_no_typer_nor_pathlib(tmp_path, options, directory):
     for unused in ("dataclasses", "inspect", "flatbuffers"):
         assert unused not in modules["top"]
     assert "tfl2tosa.tosa.fbs.tosa_generated" not in modules["all"]
+    assert "tfl2tosa.tosa.ops" in modules["all"]
+    for unused in ("tfl2tosa.tosa.verify", "tfl2tosa.tosa.verify.op_check", "tfl2tosa.ir.printer"):
+        assert unused not in modules["all"]
 
 
 def test_a_usage_error_still_goes_to_typer(tmp_path):
@@ -189,6 +194,8 @@ def test_a_tosa_convert_loads_neither_the_mlir_printer_nor_the_fbs_readers(tmp_p
     modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
     assert (tmp_path / "m.tosa").stat().st_size > 0
     assert "tfl2tosa.tosa.writer" in modules["all"]
-    for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated"):
+    assert "tfl2tosa.quant.ops" in modules["all"]  # registers its printer
+    for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated",
+                   "tfl2tosa.ir.printer"):
         assert unused not in modules["all"]
     assert "flatbuffers" not in modules["top"]

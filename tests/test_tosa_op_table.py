@@ -22,8 +22,8 @@ import pytest
 from tfl2tosa.ir import Builder, Graph, Module, TensorType, Value
 from tfl2tosa.ir.types import SCALAR_TYPES, numpy_dtype, scalar_type
 from tfl2tosa.tosa import build as tb
-from tfl2tosa.tosa import verify
 from tfl2tosa.tosa.ops import BY_MLIR, ENUMS, OPS, TypeMode
+from tfl2tosa.tosa.verify import verify
 
 FBS = Path(sysconfig.get_paths()["purelib"]) / "bin" / "tosa.fbs"
 TOSA_OPT = Path(sysconfig.get_paths()["scripts"]) / "tosa-opt"
