@@ -8,7 +8,8 @@ change them).
   on a successful conversion (tempfile and what it pulls in, json), no
   `dataclasses` (nor the `inspect` it brings) nor `fractions` (nor `decimal`)
   in any pattern family, and from
-  `legalize` only the pattern families the model's ops need, nor the passes
+  `legalize` only the pattern families the model's ops need (a softmax
+  loads legalize/softmax.py, not the other activations), nor the passes
   for ops the model does not have (calls, resource variables).
 - A plain `convert` or `run` command line loads no typer (the fast path,
   tfl2tosa/cli/fast.py), and `convert` of a model without sparse tensors no
@@ -102,6 +103,10 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
                    "legalize.complex", "legalize.mediapipe", "legalize.lstm"):
         assert family not in patterns
     assert "legalize.conv" in patterns
+    # Its one activation is the softmax, whose module stands apart from the
+    # other activations' tables and kernels.
+    assert "legalize.softmax" in patterns
+    assert "legalize.activations" not in patterns
     # No CALL, composite or resource variable: those passes are not imported.
     for unused in ("tfl2tosa.passes.inline_calls", "tfl2tosa.passes.resource_variables"):
         assert unused not in modules["all"]
