@@ -17,6 +17,7 @@ change them).
   and the schema description (tflite_import/flat.py, schema_data.py).
 - A `.tosa` convert loads neither the MLIR printer, the generic IR printer
   (the `tosa` and `quant` dialects register their printing hooks in ir.core),
+  the op definitions (the op table loads from tosa/op_table.py),
   flatc's reader classes nor the flatbuffers package (the writer builds with
   tosa/fbs/builder.py and flatc's builder functions, generated without that
   import).
@@ -200,7 +201,9 @@ def test_a_tosa_convert_loads_neither_the_mlir_printer_nor_the_fbs_readers(tmp_p
     assert (tmp_path / "m.tosa").stat().st_size > 0
     assert "tfl2tosa.tosa.writer" in modules["all"]
     assert "tfl2tosa.quant.ops" in modules["all"]  # registers its printer
+    # The op table loads from its generated data, not by running its definitions.
+    assert "tfl2tosa.tosa.op_table" in modules["all"]
     for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated",
-                   "tfl2tosa.ir.printer"):
+                   "tfl2tosa.ir.printer", "tfl2tosa.tosa.op_definitions"):
         assert unused not in modules["all"]
     assert "flatbuffers" not in modules["top"]
