@@ -22,6 +22,7 @@ from legalize.registry import LABELS, PATTERNS, pattern
 MODULES = (
     "integer",
     "activations",
+    "softmax",
     "calls",
     "casts",
     "comparison",

@@ -275,7 +275,7 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.activations', 'log_int'),
     ),
     'tfl.log_softmax': (
-        ('legalize.activations', 'log_softmax'),
+        ('legalize.softmax', 'log_softmax'),
     ),
     'tfl.logical_and': (
         ('legalize.comparison', 'logical'),
@@ -492,10 +492,10 @@ PATTERNS: dict[str, tuple[tuple[str, str], ...]] = {
         ('legalize.slicing', 'slice_'),
     ),
     'tfl.softmax': (
-        ('legalize.activations', 'softmax'),
+        ('legalize.softmax', 'softmax'),
         ('legalize.integer.data', 'uint8_as_int8'),
-        ('legalize.activations', 'softmax_int8'),
-        ('legalize.activations', 'softmax_int16'),
+        ('legalize.softmax', 'softmax_int8'),
+        ('legalize.softmax', 'softmax_int16'),
     ),
     'tfl.space_to_batch_nd': (
         ('legalize.space_batch', 'space_to_batch_nd'),

@@ -34,14 +34,14 @@ same double rounding with DOUBLE_ROUND and TFLite's single-rounding variant
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
 from tfl2tosa import kernels
 from tfl2tosa.errors import ConversionError
 from tfl2tosa.ir.core import Value
-from tfl2tosa.ir.rewrite import Rewriter
+from tfl2tosa.ir.rewrite import Failure, Rewriter
 from tfl2tosa.ir.types import (
     ElementType,
     TensorType,
@@ -775,3 +775,26 @@ __all__ = [
     "tflite_quantize_multiplier",
     "left_shifted_as_tflite",
 ]
+
+
+# (table function, its arguments) -> the table's read-only contents: a model's
+# activations often share their quantization (the RSQRTs of its layer norms, the
+# softmaxes of its attention heads), and a table replays a kernel's arithmetic
+# value by value. Bounded for processes that convert model after model.
+_TABLES: BoundedMemo = BoundedMemo(256)
+TableContents = np.ndarray | tuple[np.ndarray, ...]
+
+
+def kept_table(make: Callable[..., TableContents | Failure], *args: Hashable
+               ) -> TableContents | Failure:
+    """`make(*args)` the first time they are asked for, the same read-only arrays after."""
+    key = (make, *args)
+    known = _TABLES.get(key)
+    if known is None:
+        known = make(*args)
+        if isinstance(known, Failure):
+            return known
+        for array in known if isinstance(known, tuple) else (known,):
+            array.flags.writeable = False
+        _TABLES.keep(key, known)
+    return known

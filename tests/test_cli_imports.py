@@ -8,20 +8,24 @@ change them).
   on a successful conversion (tempfile and what it pulls in, json), no
   `dataclasses` (nor the `inspect` it brings) nor `fractions` (nor `decimal`)
   in any pattern family, and from
-  `legalize` only the pattern families the model's ops need, nor the passes
+  `legalize` only the pattern families the model's ops need (a softmax
+  loads legalize/softmax.py, not the other activations), nor the passes
   for ops the model does not have (calls, resource variables).
 - A plain `convert` or `run` command line loads no typer (the fast path,
   tfl2tosa/cli/fast.py), and `convert` of a model without sparse tensors no
   module of the `tflite` package: the importer reads tables by its own reader
   and the schema description (tflite_import/flat.py, schema_data.py).
-- A `.tosa` convert loads neither the MLIR printer, flatc's reader classes nor
-  the flatbuffers package (the writer builds with tosa/fbs/builder.py and
-  flatc's builder functions, generated without that import).
+- A `.tosa` convert loads neither the MLIR printer, the generic IR printer
+  (the `tosa` and `quant` dialects register their printing hooks in ir.core),
+  the op definitions (the op table loads from tosa/op_table.py),
+  flatc's reader classes nor the flatbuffers package (the writer builds with
+  tosa/fbs/builder.py and flatc's builder functions, generated without that
+  import).
 - A plain `convert` or `run` loads no pathlib (nor the ntpath, fnmatch and
   urllib it brings): paths are shown and opened by tfl2tosa/paths.py.
-- A plain `run` loads no `dataclasses` (nor `inspect`), and neither flatc's
+- A plain `run` loads no `dataclasses` (nor `inspect`), neither flatc's
   reader classes nor the flatbuffers package (the `.tosa` reader reads tables
-  itself).
+  itself), and no verifier (`tfl2tosa.tosa` loads its parts when asked).
 
 The probe starts Python without `site` (-S) and puts site-packages on sys.path
 itself, as an installed interpreter finds it: `site` would run this venv's
@@ -100,6 +104,10 @@ def test_convert_loads_no_tflite_runtime_no_rich_and_only_the_models_patterns(tm
                    "legalize.complex", "legalize.mediapipe", "legalize.lstm"):
         assert family not in patterns
     assert "legalize.conv" in patterns
+    # Its one activation is the softmax, whose module stands apart from the
+    # other activations' tables and kernels.
+    assert "legalize.softmax" in patterns
+    assert "legalize.activations" not in patterns
     # No CALL, composite or resource variable: those passes are not imported.
     for unused in ("tfl2tosa.passes.inline_calls", "tfl2tosa.passes.resource_variables"):
         assert unused not in modules["all"]
@@ -176,6 +184,9 @@ def test_run_loads_no_typer_nor_pathlib(tmp_path, options, directory):
     for unused in ("dataclasses", "inspect", "flatbuffers"):
         assert unused not in modules["top"]
     assert "tfl2tosa.tosa.fbs.tosa_generated" not in modules["all"]
+    assert "tfl2tosa.tosa.ops" in modules["all"]
+    for unused in ("tfl2tosa.tosa.verify", "tfl2tosa.tosa.verify.op_check", "tfl2tosa.ir.printer"):
+        assert unused not in modules["all"]
 
 
 def test_a_usage_error_still_goes_to_typer(tmp_path):
@@ -189,6 +200,10 @@ def test_a_tosa_convert_loads_neither_the_mlir_printer_nor_the_fbs_readers(tmp_p
     modules = loaded_modules("convert", str(model), "-o", str(tmp_path / "m.tosa"))
     assert (tmp_path / "m.tosa").stat().st_size > 0
     assert "tfl2tosa.tosa.writer" in modules["all"]
-    for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated"):
+    assert "tfl2tosa.quant.ops" in modules["all"]  # registers its printer
+    # The op table loads from its generated data, not by running its definitions.
+    assert "tfl2tosa.tosa.op_table" in modules["all"]
+    for unused in ("tfl2tosa.tosa.mlir", "tfl2tosa.tosa.fbs.tosa_generated",
+                   "tfl2tosa.ir.printer", "tfl2tosa.tosa.op_definitions"):
         assert unused not in modules["all"]
     assert "flatbuffers" not in modules["top"]

@@ -1,4 +1,4 @@
-"""int16 SOFTMAX (legalize/activations.py softmax_int16) at the corners of
+"""int16 SOFTMAX (legalize/softmax.py softmax_int16) at the corners of
 TFLite's reference_ops::SoftmaxInt16, judged by TFLite's builtin reference
 kernels and Arm's reference model (check_integer): rows of equal logits,
 rows whose sum of exponentials normalizes to the top of the reciprocal

@@ -14,7 +14,7 @@ from tfl2tosa.errors import IRError
 from tfl2tosa.ir import Builder, Graph, Module, ShapeType, TensorType, UniformQuantized
 from tfl2tosa.ir.types import bf16, f32, i1, i4, i8, i16, i32, i48
 from tfl2tosa.tosa import build as tb
-from tfl2tosa.tosa import verify
+from tfl2tosa.tosa.verify import verify
 
 T = TensorType
 

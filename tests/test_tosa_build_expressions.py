@@ -19,7 +19,7 @@ from tfl2tosa.errors import IRError
 from tfl2tosa.ir import Builder, Graph, Module, TensorType, Value
 from tfl2tosa.ir.types import DYNAMIC, f16, f32, i8, i32
 from tfl2tosa.tosa import build as tb
-from tfl2tosa.tosa import verify
+from tfl2tosa.tosa.verify import verify
 from tfl2tosa.tosa.writer import write_tosa
 
 

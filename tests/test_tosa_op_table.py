@@ -22,8 +22,9 @@ import pytest
 from tfl2tosa.ir import Builder, Graph, Module, TensorType, Value
 from tfl2tosa.ir.types import SCALAR_TYPES, numpy_dtype, scalar_type
 from tfl2tosa.tosa import build as tb
-from tfl2tosa.tosa import verify
+from tfl2tosa.tosa import op_definitions
 from tfl2tosa.tosa.ops import BY_MLIR, ENUMS, OPS, TypeMode
+from tfl2tosa.tosa.verify import verify
 
 FBS = Path(sysconfig.get_paths()["purelib"]) / "bin" / "tosa.fbs"
 TOSA_OPT = Path(sysconfig.get_paths()["scripts"]) / "tosa-opt"
@@ -73,6 +74,16 @@ def _fbs_schema() -> tuple[list[str], list[str], dict[str, list[str]]]:
 
 def _modes(name: str) -> list[tuple[dict[str, str], tuple[str, ...]]]:
     return [(m.types, m.profiles) for m in OPS[name].modes]
+
+
+def test_the_generated_table_is_current_and_loads_as_defined():
+    # The records the code base reads come from op_table.py; the definitions
+    # the checks below were written against are op_definitions.py.
+    assert op_definitions.TABLE_PATH.read_text() == op_definitions.render(op_definitions.OPS), (
+        "tfl2tosa/tosa/op_table.py is stale: run "
+        "`python -m tfl2tosa.tosa.op_definitions --update`")
+    assert list(OPS.items()) == list(op_definitions.OPS.items())
+    assert BY_MLIR == {d.mlir: d for d in op_definitions.OPS.values()}
 
 
 def test_exactly_the_specification_ops():

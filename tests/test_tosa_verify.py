@@ -18,7 +18,7 @@ from tfl2tosa.errors import VerificationError
 from tfl2tosa.ir import Builder, Graph, Module, ShapeType, TensorType, Value
 from tfl2tosa.ir.types import bf16, f16, f32, i1, i4, i8, i16, i32, i48
 from tfl2tosa.tosa import build as tb
-from tfl2tosa.tosa import verify
+from tfl2tosa.tosa.verify import verify
 
 LOC = "main/op#7(tfl.conv_2d)"
 T = TensorType

@@ -8,7 +8,7 @@ rewrite replaces uses without scanning the graph.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, filterfalse, repeat
 from operator import attrgetter
 from typing import Any
@@ -286,3 +286,17 @@ class Module:
 
     def __repr__(self) -> str:
         return f"Module({list(self.graphs)})"
+
+
+# How a dialect's ops print (ir.printer reads these). Kept here rather than in
+# the printer so that a dialect registers without loading the printer, which
+# converting to .tosa does not use.
+# dialect name -> formatter(op, attribute name, value) returning MLIR text or None
+AttrFormatter = Callable[[Op, str, Any], str | None]
+ATTR_FORMATTERS: dict[str, AttrFormatter] = {}
+
+# dialect name -> printer(op, operand names) returning the op's custom form
+# without results and location (`quant.qcast %0 : tensor<4xf32> to ...`), or
+# None to fall back to the generic form. The `quant` dialect registers one.
+OpPrinter = Callable[[Op, list[str]], str | None]
+OP_PRINTERS: dict[str, OpPrinter] = {}

@@ -9,23 +9,23 @@ attribute formatter (the TOSA backend does, to print attributes with the types
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tfl2tosa.ir.core import Graph, Module, Op, Value
+# The dialects' formatters and printers are registered in ir.core, so that
+# registering one does not load this module.
+from tfl2tosa.ir.core import (
+    ATTR_FORMATTERS,
+    OP_PRINTERS,
+    AttrFormatter,
+    Graph,
+    Module,
+    Op,
+    OpPrinter,
+    Value,
+)
 from tfl2tosa.ir.types import TensorType, Type, mlir_float
-
-# dialect name -> formatter(op, attribute name, value) returning MLIR text or None
-AttrFormatter = Callable[[Op, str, Any], str | None]
-ATTR_FORMATTERS: dict[str, AttrFormatter] = {}
-
-# dialect name -> printer(op, operand names) returning the op's custom form
-# without results and location (`quant.qcast %0 : tensor<4xf32> to ...`), or
-# None to fall back to the generic form. The `quant` dialect registers one.
-OpPrinter = Callable[[Op, list[str]], str | None]
-OP_PRINTERS: dict[str, OpPrinter] = {}
 
 # Constants with more elements than this print as MLIR's elided resource.
 DEFAULT_ELIDE_ELEMENTS = 16

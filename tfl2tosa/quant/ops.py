@@ -19,8 +19,7 @@ from typing import cast
 
 from tfl2tosa.errors import IRError
 from tfl2tosa.ir.builder import Builder
-from tfl2tosa.ir.core import Op, Value
-from tfl2tosa.ir.printer import OP_PRINTERS
+from tfl2tosa.ir.core import OP_PRINTERS, Op, Value
 from tfl2tosa.ir.types import (
     DYNAMIC,
     ElementType,
