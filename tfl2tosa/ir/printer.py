@@ -18,11 +18,9 @@ import numpy as np
 from tfl2tosa.ir.core import (
     ATTR_FORMATTERS,
     OP_PRINTERS,
-    AttrFormatter,
     Graph,
     Module,
     Op,
-    OpPrinter,
     Value,
 )
 from tfl2tosa.ir.types import TensorType, Type, mlir_float
