@@ -317,15 +317,56 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
 
 
 @prepared("MAXIMUM", "MINIMUM")
-def prepare_integer_min_max(op: StaticOp) -> Prepared | None:
-    """Integer MAXIMUM / MINIMUM with static shapes: numpy's own, as the kernel."""
+def prepare_min_max(op: StaticOp) -> Prepared | None:
+    """Integers: numpy's own, as the kernel. fp32: the kernel's `a >= b ? a : b`
+    (`a < b ? a : b`) by np.where, which also keeps its choice between signed zeros;
+    operands with a NaN go to the kernel's float_max / float_min for its NaN."""
     element = op.element(0)
-    if element is None or not element.is_integer or not static_broadcast(op):
+    if element is None or not static_broadcast(op):
         return None
-    fn = np.maximum if op.op_name == "MAXIMUM" else np.minimum
+    maximum = op.op_name == "MAXIMUM"
+    if element.is_integer:
+        fn = np.maximum if maximum else np.minimum
+
+        def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [fn(operands[0], operands[1])]
+        return run
+    nan_mode = op.attrs.get("nan_mode", "PROPAGATE")
+    if element.name != "f32" or nan_mode not in ("PROPAGATE", "IGNORE") \
+            or not op.static_shape(0, output=True):
+        return None
+    compare, with_nan = (np.greater_equal, float_max) if maximum else (np.less, float_min)
+
+    def run_fp32(operands: list[np.ndarray]) -> list[np.ndarray]:
+        a, b = operands
+        with np.errstate(invalid="ignore"):
+            if not (np.isnan(a).any() or np.isnan(b).any()):
+                return [np.where(compare(a, b), a, b)]
+        return [with_nan(a, b, nan_mode).astype(_FLOAT32)]
+    return run_fp32
+
+
+@prepared("INTDIV")
+def prepare_intdiv(op: StaticOp) -> Prepared | None:
+    """int32: numerics.intdiv's truncating quotient |a| // |b| with a's sign times b's,
+    in int64. A zero divisor or INT32_MIN / -1 (the only quotient that leaves int32)
+    goes to the kernel for its REQUIRE."""
+    element = op.element(0)
+    if element is None or element.name != "i32" or not static_broadcast(op) \
+            or 0 in op.static_shape(0, output=True):
+        return None
+    high = _INT32_RANGE[1]
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
-        return [fn(operands[0], operands[1])]
+        a = operands[0].astype(np.int64)
+        b = operands[1].astype(np.int64)
+        if not b.all():
+            return op.run_kernel(operands)  # reports the divisor REQUIRE
+        quotient = np.abs(a) // np.abs(b)
+        np.negative(quotient, out=quotient, where=(a ^ b) < 0)
+        if _LARGEST(quotient.reshape(-1)) > high:
+            return op.run_kernel(operands)  # reports the quotient REQUIRE
+        return [quotient.astype(_INT32)]
     return run
 
 
