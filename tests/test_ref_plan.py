@@ -503,3 +503,22 @@ def test_a_preparer_refusing_an_invalid_op_leaves_the_error_to_the_kernel(monkey
 
     monkeypatch.setitem(PREPARERS, "ADD", refusing)
     assert reference_model.run(_add_graph(), [np.int32([1, 2])])["total"].tolist() == [2, 3]
+
+
+def test_prepared_kernels_ignore_float_errors_and_leave_the_callers_settings():
+    """The evaluator runs prepared kernels with numpy's floating-point errors ignored
+    (they have no np.errstate of their own): an overflow to infinity raises nothing
+    even under the caller's `raise`, which is back in force after the run."""
+    x = np.float32([[3e38, -3e38, 0.0]])
+    module, feeds = _single_op_module("tosa.add", [x, x], TensorType(x.shape, F32))
+    assert _all_steps_prepared(module)
+    with np.errstate(all="raise"):
+        (out,) = reference_model.run(module, feeds).values()
+        assert np.geterr()["over"] == "raise"
+    assert out.tolist() == [[np.inf, -np.inf, 0.0]]
+
+
+def _all_steps_prepared(module: Module) -> bool:
+    from reference_model.plan import compile_graph
+
+    return all(step.prepared is not None for step in compile_graph(module.main).steps)

@@ -25,6 +25,7 @@ from reference_model.kernels import (
     prepared,
 )
 from tfl2tosa.ir.types import numpy_dtype
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tosa import rules
 
 
@@ -200,12 +201,24 @@ def static_broadcast(op: StaticOp, operands: int = 2) -> bool:
     """True if the first `operands` operands and the result have static shapes that
     the specification's broadcast_shape accepts and that give the declared result
     shape."""
+    # Types hash by identity and a graph repeats few signatures: decided once for each
+    # (the key holds the types, so their identities stay theirs).
+    key = (operands, *op.output_types[:1], *op.input_types[:operands])
+    known = _BROADCASTS.get(key)
+    if known is None:
+        known = _BROADCASTS.keep(key, _static_broadcast(op, operands))
+    return known
+
+
+_BROADCASTS: BoundedMemo = BoundedMemo(1 << 12)
+
+
+def _static_broadcast(op: StaticOp, operands: int) -> bool:
     out = op.static_shape(0, output=True)
     if out is None:
         return False
     static_shape = op.static_shape
-    shapes = ([static_shape(0), static_shape(1)] if operands == 2
-              else [static_shape(i) for i in range(operands)])
+    shapes = [static_shape(i) for i in range(operands)]
     if all(shape == out for shape in shapes):
         return True
     if any(shape is None or len(shape) != len(out) for shape in shapes):
@@ -242,8 +255,7 @@ def prepare_add_sub(op: StaticOp) -> Prepared | None:
         fn = np.add if op.op_name == "ADD" else np.subtract
 
         def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
-            with np.errstate(all="ignore"):
-                return [fn(operands[0], operands[1])]
+            return [fn(operands[0], operands[1])]
         return run_float
     if dtype != _INT32 or 0 in op.static_shape(0, output=True):
         return None
@@ -287,8 +299,7 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
         return None  # a REQUIRE fails: the kernel reports it
     if dtype == _FLOAT32:
         def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
-            with np.errstate(all="ignore"):
-                return [np.multiply(operands[0], operands[1])]
+            return [np.multiply(operands[0], operands[1])]
         return run_float
     if dtype == np.int8 or dtype == np.int16:
         def run_narrow(operands: list[np.ndarray]) -> list[np.ndarray]:
@@ -339,9 +350,8 @@ def prepare_min_max(op: StaticOp) -> Prepared | None:
 
     def run_fp32(operands: list[np.ndarray]) -> list[np.ndarray]:
         a, b = operands
-        with np.errstate(invalid="ignore"):
-            if not (np.isnan(a).any() or np.isnan(b).any()):
-                return [np.where(compare(a, b), a, b)]
+        if not (np.isnan(a).any() or np.isnan(b).any()):
+            return [np.where(compare(a, b), a, b)]
         return [with_nan(a, b, nan_mode).astype(_FLOAT32)]
     return run_fp32
 

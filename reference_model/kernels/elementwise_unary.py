@@ -148,10 +148,7 @@ def cos(ctx: KernelContext) -> list[np.ndarray]:
 # ---------------------------------------------------------------------------
 # Prepared forms
 
-_FLOAT32 = np.dtype(np.float32)
-# ABS only clears the sign bit, which raises no floating-point flag.
-_EXACT_FP32 = {"ABS": (np.abs, False), "CEIL": (np.ceil, True), "FLOOR": (np.floor, True),
-               "RECIPROCAL": (np.reciprocal, True)}
+_EXACT_FP32 = {"ABS": np.abs, "CEIL": np.ceil, "FLOOR": np.floor, "RECIPROCAL": np.reciprocal}
 
 
 @prepared(*_EXACT_FP32)
@@ -164,13 +161,8 @@ def prepare_fp32_unary(op: StaticOp) -> Prepared | None:
     if element is None or element.name != "f32" or not shape \
             or op.static_shape(0, output=True) != shape:
         return None
-    fn, raises_flags = _EXACT_FP32[op.op_name]
-    if not raises_flags:
-        def run_quiet(operands: list[np.ndarray]) -> list[np.ndarray]:
-            return [fn(operands[0])]
-        return run_quiet
+    fn = _EXACT_FP32[op.op_name]
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
-        with np.errstate(all="ignore"):
-            return [fn(operands[0])]
+        return [fn(operands[0])]
     return run
