@@ -147,8 +147,8 @@ class Evaluator:
 
     def _run_steps(self, steps: Sequence[Step], slots: list[Any]) -> SpecRequire | None:
         # Prepared kernels run with floating-point errors ignored (their overflows to
-        # infinity and NaNs are meant), set once here rather than once per op; a
-        # registered kernel runs under the caller's settings, as it would alone.
+        # infinity and NaNs are meant), set once here rather than once per op; a step
+        # without one runs its registered kernel under the caller's settings.
         callers = np.geterr()
         with np.errstate(all="ignore"):
             return self._run_steps_quietly(steps, slots, callers)

@@ -379,7 +379,8 @@ def _intdiv_corners() -> list[PreparedCase]:
              [[2], [2], [-2], [-2], [1], [-1], [-5], [-2]], ""),
             ("broadcast", [[7], [-7], [low], [high]], [[-3]], ""),
             ("min_by_minus_one", [[5], [low]], [[-1], [-1]], "INTDIV quotient"),
-            ("zero_divisor", [[5], [6]], [[2], [0]], "INTDIV divisor != 0")):
+            ("zero_divisor", [[5], [6]], [[2], [0]], "INTDIV divisor != 0"),
+            ("rank_0", -100, 70, "")):
         a, b = np.int32(a), np.int32(b)
         module, feeds = _single_op_module("tosa.intdiv", [a, b], TensorType(a.shape, I32))
         cases.append(PreparedCase(f"intdiv_i32_{name}", module, feeds, error))

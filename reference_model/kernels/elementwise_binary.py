@@ -358,12 +358,15 @@ def prepare_min_max(op: StaticOp) -> Prepared | None:
 
 @prepared("INTDIV")
 def prepare_intdiv(op: StaticOp) -> Prepared | None:
-    """int32: numerics.intdiv's truncating quotient |a| // |b| with a's sign times b's,
-    in int64. A zero divisor or INT32_MIN / -1 (the only quotient that leaves int32)
-    goes to the kernel for its REQUIRE."""
+    """int32 of rank 1 or more (a ufunc gives a rank-0 result as a scalar):
+    numerics.intdiv's truncating quotient |a| // |b| with a's sign times b's, in int64.
+    A zero divisor or INT32_MIN / -1 (the only quotient that leaves int32) goes to the
+    kernel for its REQUIRE."""
     element = op.element(0)
-    if element is None or element.name != "i32" or not static_broadcast(op) \
-            or 0 in op.static_shape(0, output=True):
+    if element is None or element.name != "i32" or not static_broadcast(op):
+        return None
+    out = op.static_shape(0, output=True)
+    if not out or 0 in out:
         return None
     high = _INT32_RANGE[1]
 
