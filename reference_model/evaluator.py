@@ -146,6 +146,15 @@ class Evaluator:
         return failed or stretch_failed
 
     def _run_steps(self, steps: Sequence[Step], slots: list[Any]) -> SpecRequire | None:
+        # Prepared kernels run with floating-point errors ignored (their overflows to
+        # infinity and NaNs are meant), set once here rather than once per op; a step
+        # without one runs its registered kernel under the caller's settings.
+        callers = np.geterr()
+        with np.errstate(all="ignore"):
+            return self._run_steps_quietly(steps, slots, callers)
+
+    def _run_steps_quietly(self, steps: Sequence[Step], slots: list[Any],
+                           callers: dict[str, str]) -> SpecRequire | None:
         variables, run_graph = self.variables, self._run_named_graph
         failed: SpecRequire | None = None
         for step in steps:
@@ -156,8 +165,11 @@ class Evaluator:
             try:
                 try:
                     prepared = step.prepared
-                    results = (prepared(operands) if prepared is not None
-                               else step.call(operands, variables, run_graph))
+                    if prepared is not None:
+                        results = prepared(operands)
+                    else:
+                        with np.errstate(**callers):
+                            results = step.call(operands, variables, run_graph)
                 except (SpecErrorIf, SpecRequire) as exc:
                     # Helpers shared by kernels (numerics) do not know the op: name it here.
                     if not str(exc).startswith(step.where):

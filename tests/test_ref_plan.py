@@ -293,6 +293,100 @@ def _gather_corners() -> list[PreparedCase]:
     return cases
 
 
+F32 = scalar_type("f32")
+# fp32 edge values: NaNs of both signs, infinities, signed zeros, ties, the smallest
+# subnormal and the largest finite value.
+_FP32_EDGES = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -2.5,
+                        1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 7.0, -3.0], np.float32)
+
+
+def _fp32_unary_corners() -> list[PreparedCase]:
+    cases = []
+    for name in ("abs", "ceil", "floor", "reciprocal"):
+        x = _FP32_EDGES.reshape(4, 4)
+        module, feeds = _single_op_module(f"tosa.{name}", [x], TensorType(x.shape, F32))
+        cases.append(PreparedCase(f"{name}_f32_edges", module, feeds))
+    return cases
+
+
+def _fp32_min_max_corners() -> list[PreparedCase]:
+    # Every pair of edge values (one with NaNs, one without: a NaN anywhere sends the
+    # whole op to the kernel's helper), and a [4,1] operand against a [1,1] one.
+    edges = _FP32_EDGES
+    finite = edges[~np.isnan(edges)]
+    pairs = {"nan": (np.repeat(edges, edges.size), np.tile(edges, edges.size)),
+             "no_nan": (np.repeat(finite, finite.size), np.tile(finite, finite.size)),
+             "broadcast": (np.float32([[0.0], [-0.0], [2.0], [-2.0]]), np.float32([[-0.0]]))}
+    cases = []
+    for name in ("maximum", "minimum"):
+        for nan_mode in ("PROPAGATE", "IGNORE"):
+            for kind, (a, b) in pairs.items():
+                module, feeds = _single_op_module(
+                    f"tosa.{name}", [a, b], TensorType(np.broadcast_shapes(a.shape, b.shape),
+                                                       F32), {"nan_mode": nan_mode})
+                cases.append(PreparedCase(f"{name}_f32_{nan_mode}_{kind}", module, feeds))
+    return cases
+
+
+def _fp32_reduce_extreme_corners() -> list[PreparedCase]:
+    # Rows of signed zeros in both orders, with NaNs, all NaN, and infinities.
+    x = np.float32([[0.0, -0.0, -0.0], [-0.0, 0.0, -0.0], [np.nan, 1.0, -np.nan],
+                    [np.nan, np.nan, np.nan], [-np.inf, np.inf, 3.0], [-1.0, -0.0, 5.0]])
+    no_nan = x[[0, 1, 4, 5]]
+    cases = []
+    for name in ("reduce_max", "reduce_min"):
+        for nan_mode in ("PROPAGATE", "IGNORE"):
+            for kind, values in (("nan", x), ("no_nan", no_nan)):
+                for axis in (0, 1):
+                    shape = (1, 3) if axis == 0 else (values.shape[0], 1)
+                    module, feeds = _single_op_module(
+                        f"tosa.{name}", [values], TensorType(shape, F32),
+                        {"axis": axis, "nan_mode": nan_mode})
+                    cases.append(PreparedCase(f"{name}_f32_{nan_mode}_{kind}_axis{axis}",
+                                              module, feeds))
+    return cases
+
+
+def _fp32_cast_corners() -> list[PreparedCase]:
+    # fp32 -> int: ties, saturation at each type's ends, infinities, signed zero, and
+    # NaN on its own. int -> fp32: the ends of each type and ties of fp32's rounding.
+    ties = np.float32([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 0.0, np.inf, -np.inf,
+                       126.5, 127.5, 128.0, -128.5, -129.0, 32767.5, -32768.5, 40000.0,
+                       2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 1e38])
+    cases = []
+    for target in ("i8", "i16", "i32"):
+        element = scalar_type(target)
+        for kind, x in (("edges", ties), ("nan", np.float32([1.5, np.nan, -2.5]))):
+            module, feeds = _single_op_module("tosa.cast", [x], TensorType(x.shape, element))
+            cases.append(PreparedCase(f"cast_f32_to_{target}_{kind}", module, feeds))
+    big = [2**24 + 1, 2**24 + 3, 2**25 + 2, 2**25 + 6, 2**31 - 1, 2**31 - 64, 2**31 - 65,
+           2**31 - 192, -2**31, -2**31 + 1, -2**24 - 1, 123456789, 0, -1]
+    for source in ("i8", "i16", "i32"):
+        info = np.iinfo(numpy_dtype(scalar_type(source)))
+        x = np.array([v for v in big if info.min <= v <= info.max] + [info.min, info.max],
+                     dtype=info.dtype)
+        module, feeds = _single_op_module("tosa.cast", [x], TensorType(x.shape, F32))
+        cases.append(PreparedCase(f"cast_{source}_to_f32_edges", module, feeds))
+    return cases
+
+
+def _intdiv_corners() -> list[PreparedCase]:
+    # Signs of both operands, INT32_MIN / 1 and / -1 (a REQUIRE), a zero divisor.
+    low, high = -2**31, 2**31 - 1
+    cases = []
+    for name, a, b, error in (
+            ("signs", [[7], [-7], [7], [-7], [low], [high], [0], [low]],
+             [[2], [2], [-2], [-2], [1], [-1], [-5], [-2]], ""),
+            ("broadcast", [[7], [-7], [low], [high]], [[-3]], ""),
+            ("min_by_minus_one", [[5], [low]], [[-1], [-1]], "INTDIV quotient"),
+            ("zero_divisor", [[5], [6]], [[2], [0]], "INTDIV divisor != 0"),
+            ("rank_0", -100, 70, "")):
+        a, b = np.int32(a), np.int32(b)
+        module, feeds = _single_op_module("tosa.intdiv", [a, b], TensorType(a.shape, I32))
+        cases.append(PreparedCase(f"intdiv_i32_{name}", module, feeds, error))
+    return cases
+
+
 def _prepared_cases() -> list[PreparedCase]:
     from reference_model.kernels import PREPARERS
     from tosa_graphs import single_op_cases
@@ -300,7 +394,9 @@ def _prepared_cases() -> list[PreparedCase]:
     return ([PreparedCase(c.id, c.module, c.inputs)
              for c in single_op_cases(ops=sorted(PREPARERS))]
             + _clamp_corners() + _float_matmul_corners() + _integer_matmul_corners()
-            + _right_shift_corners() + _mul_corners() + _gather_corners())
+            + _right_shift_corners() + _mul_corners() + _gather_corners()
+            + _fp32_unary_corners() + _fp32_min_max_corners()
+            + _fp32_reduce_extreme_corners() + _fp32_cast_corners() + _intdiv_corners())
 
 
 PREPARED_CASES = _prepared_cases()
@@ -408,3 +504,22 @@ def test_a_preparer_refusing_an_invalid_op_leaves_the_error_to_the_kernel(monkey
 
     monkeypatch.setitem(PREPARERS, "ADD", refusing)
     assert reference_model.run(_add_graph(), [np.int32([1, 2])])["total"].tolist() == [2, 3]
+
+
+def test_prepared_kernels_ignore_float_errors_and_leave_the_callers_settings():
+    """The evaluator runs prepared kernels with numpy's floating-point errors ignored
+    (they have no np.errstate of their own): an overflow to infinity raises nothing
+    even under the caller's `raise`, which is back in force after the run."""
+    x = np.float32([[3e38, -3e38, 0.0]])
+    module, feeds = _single_op_module("tosa.add", [x, x], TensorType(x.shape, F32))
+    assert _all_steps_prepared(module)
+    with np.errstate(all="raise"):
+        (out,) = reference_model.run(module, feeds).values()
+        assert np.geterr()["over"] == "raise"
+    assert out.tolist() == [[np.inf, -np.inf, 0.0]]
+
+
+def _all_steps_prepared(module: Module) -> bool:
+    from reference_model.plan import compile_graph
+
+    return all(step.prepared is not None for step in compile_graph(module.main).steps)

@@ -137,7 +137,9 @@ class StaticOp:
 
 
 # A prepared kernel: operand arrays in, result arrays out, for one op whose static
-# facts (attributes, types, constant operands) were decoded and checked once.
+# facts (attributes, types, constant operands) were decoded and checked once. The
+# evaluator runs it with numpy's floating-point errors ignored (no np.errstate of
+# its own needed).
 Prepared = Callable[[list[np.ndarray]], list[np.ndarray]]
 # A preparer returns the prepared kernel, or None when the op is not a case it
 # handles (the registered kernel then runs it). It must give exactly the kernel's

@@ -102,11 +102,17 @@ def tanh(ctx: KernelContext) -> list[np.ndarray]:
 
 @prepared("SIGMOID", "TANH")
 def prepare_float64_activation(op: StaticOp) -> Prepared | None:
-    """SIGMOID and TANH as their kernels compute them, without a kernel context per run."""
+    """SIGMOID and TANH as their kernels compute them, without a kernel context per run.
+    fp32: float64_compute's steps inline (numpy rounds float64 to float32 correctly,
+    as round_to_float does for numpy's own formats)."""
     element = op.element(0)
     if element is None or not element.is_float:
         return None
     fn = _sigmoid64 if op.op_name == "SIGMOID" else np.tanh
+    if element.name == "f32":
+        def run_fp32(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [np.asarray(fn(operands[0].astype(np.float64))).astype(np.float32)]
+        return run_fp32
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x = operands[0]
@@ -166,9 +172,8 @@ def _prepare_float_clamp(op: StaticOp, dtype: np.dtype) -> Prepared | None:
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x = operands[0]
-        with np.errstate(invalid="ignore"):
-            above = np.where(x >= low, x, low)
-            result = np.where(above < high, above, high)
+        above = np.where(x >= low, x, low)
+        result = np.where(above < high, above, high)
         if propagate:
             is_nan = np.isnan(x)
             if is_nan.any():

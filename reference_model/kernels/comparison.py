@@ -42,19 +42,13 @@ def greater_equal(ctx: KernelContext) -> list[np.ndarray]:
 @prepared(*_COMPARISONS)
 def prepare_comparison(op: StaticOp) -> Prepared | None:
     """Static shapes of rank 1 or more (a ufunc gives a rank-0 result as a scalar):
-    numpy's comparison as the kernel, the floating-point state left alone for
-    integers, which raise no flag."""
+    numpy's comparison as the kernel."""
     element = op.element(0)
     out = op.static_shape(0, output=True)
     if element is None or not out or not static_broadcast(op):
         return None
     fn = _COMPARISONS[op.op_name]
-    if element.is_integer:
-        def run_integer(operands: list[np.ndarray]) -> list[np.ndarray]:
-            return [fn(operands[0], operands[1])]
-        return run_integer
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
-        with np.errstate(invalid="ignore"):
-            return [fn(operands[0], operands[1])]
+        return [fn(operands[0], operands[1])]
     return run

@@ -25,6 +25,7 @@ from reference_model.kernels import (
     prepared,
 )
 from tfl2tosa.ir.types import numpy_dtype
+from tfl2tosa.memo import BoundedMemo
 from tfl2tosa.tosa import rules
 
 
@@ -200,12 +201,24 @@ def static_broadcast(op: StaticOp, operands: int = 2) -> bool:
     """True if the first `operands` operands and the result have static shapes that
     the specification's broadcast_shape accepts and that give the declared result
     shape."""
+    # Types hash by identity and a graph repeats few signatures: decided once for each
+    # (the key holds the types, so their identities stay theirs).
+    key = (operands, *op.output_types[:1], *op.input_types[:operands])
+    known = _BROADCASTS.get(key)
+    if known is None:
+        known = _BROADCASTS.keep(key, _static_broadcast(op, operands))
+    return known
+
+
+_BROADCASTS: BoundedMemo = BoundedMemo(1 << 12)
+
+
+def _static_broadcast(op: StaticOp, operands: int) -> bool:
     out = op.static_shape(0, output=True)
     if out is None:
         return False
     static_shape = op.static_shape
-    shapes = ([static_shape(0), static_shape(1)] if operands == 2
-              else [static_shape(i) for i in range(operands)])
+    shapes = [static_shape(i) for i in range(operands)]
     if all(shape == out for shape in shapes):
         return True
     if any(shape is None or len(shape) != len(out) for shape in shapes):
@@ -242,8 +255,7 @@ def prepare_add_sub(op: StaticOp) -> Prepared | None:
         fn = np.add if op.op_name == "ADD" else np.subtract
 
         def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
-            with np.errstate(all="ignore"):
-                return [fn(operands[0], operands[1])]
+            return [fn(operands[0], operands[1])]
         return run_float
     if dtype != _INT32 or 0 in op.static_shape(0, output=True):
         return None
@@ -287,8 +299,7 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
         return None  # a REQUIRE fails: the kernel reports it
     if dtype == _FLOAT32:
         def run_float(operands: list[np.ndarray]) -> list[np.ndarray]:
-            with np.errstate(all="ignore"):
-                return [np.multiply(operands[0], operands[1])]
+            return [np.multiply(operands[0], operands[1])]
         return run_float
     if dtype == np.int8 or dtype == np.int16:
         def run_narrow(operands: list[np.ndarray]) -> list[np.ndarray]:
@@ -317,15 +328,58 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
 
 
 @prepared("MAXIMUM", "MINIMUM")
-def prepare_integer_min_max(op: StaticOp) -> Prepared | None:
-    """Integer MAXIMUM / MINIMUM with static shapes: numpy's own, as the kernel."""
+def prepare_min_max(op: StaticOp) -> Prepared | None:
+    """Integers: numpy's own, as the kernel. fp32: the kernel's `a >= b ? a : b`
+    (`a < b ? a : b`) by np.where, which also keeps its choice between signed zeros;
+    operands with a NaN go to the kernel's float_max / float_min for its NaN."""
     element = op.element(0)
-    if element is None or not element.is_integer or not static_broadcast(op):
+    if element is None or not static_broadcast(op):
         return None
-    fn = np.maximum if op.op_name == "MAXIMUM" else np.minimum
+    maximum = op.op_name == "MAXIMUM"
+    if element.is_integer:
+        fn = np.maximum if maximum else np.minimum
+
+        def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [fn(operands[0], operands[1])]
+        return run
+    nan_mode = op.attrs.get("nan_mode", "PROPAGATE")
+    if element.name != "f32" or nan_mode not in ("PROPAGATE", "IGNORE") \
+            or not op.static_shape(0, output=True):
+        return None
+    compare, with_nan = (np.greater_equal, float_max) if maximum else (np.less, float_min)
+
+    def run_fp32(operands: list[np.ndarray]) -> list[np.ndarray]:
+        a, b = operands
+        if not (np.isnan(a).any() or np.isnan(b).any()):
+            return [np.where(compare(a, b), a, b)]
+        return [with_nan(a, b, nan_mode).astype(_FLOAT32)]
+    return run_fp32
+
+
+@prepared("INTDIV")
+def prepare_intdiv(op: StaticOp) -> Prepared | None:
+    """int32 of rank 1 or more (a ufunc gives a rank-0 result as a scalar):
+    numerics.intdiv's truncating quotient |a| // |b| with a's sign times b's, in int64.
+    A zero divisor or INT32_MIN / -1 (the only quotient that leaves int32) goes to the
+    kernel for its REQUIRE."""
+    element = op.element(0)
+    if element is None or element.name != "i32" or not static_broadcast(op):
+        return None
+    out = op.static_shape(0, output=True)
+    if not out or 0 in out:
+        return None
+    high = _INT32_RANGE[1]
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
-        return [fn(operands[0], operands[1])]
+        a = operands[0].astype(np.int64)
+        b = operands[1].astype(np.int64)
+        if not b.all():
+            return op.run_kernel(operands)  # reports the divisor REQUIRE
+        quotient = np.abs(a) // np.abs(b)
+        np.negative(quotient, out=quotient, where=(a ^ b) < 0)
+        if _LARGEST(quotient.reshape(-1)) > high:
+            return op.run_kernel(operands)  # reports the quotient REQUIRE
+        return [quotient.astype(_INT32)]
     return run
 
 

@@ -143,3 +143,26 @@ def sin(ctx: KernelContext) -> list[np.ndarray]:
 @kernel("COS")
 def cos(ctx: KernelContext) -> list[np.ndarray]:
     return _unary_float(ctx, np.cos)
+
+
+# ---------------------------------------------------------------------------
+# Prepared forms
+
+_EXACT_FP32 = {"ABS": np.abs, "CEIL": np.ceil, "FLOOR": np.floor, "RECIPROCAL": np.reciprocal}
+
+
+@prepared(*_EXACT_FP32)
+def prepare_fp32_unary(op: StaticOp) -> Prepared | None:
+    """fp32 ABS, CEIL, FLOOR and RECIPROCAL of a static shape of rank 1 or more (a
+    ufunc gives a rank-0 result as a scalar): float_compute applies the same float32
+    ufunc to the same float32 values, and its casts to float32 change no bits."""
+    element = op.element(0)
+    shape = op.static_shape(0)
+    if element is None or element.name != "f32" or not shape \
+            or op.static_shape(0, output=True) != shape:
+        return None
+    fn = _EXACT_FP32[op.op_name]
+
+    def run(operands: list[np.ndarray]) -> list[np.ndarray]:
+        return [fn(operands[0])]
+    return run

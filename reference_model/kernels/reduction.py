@@ -69,6 +69,12 @@ def _float_extreme(ctx: KernelContext, largest: bool) -> np.ndarray:
     if x.shape[axis] == 0:
         start = np.nan if ignore else (-np.inf if largest else np.inf)
         return np.full(x.shape[:axis] + (1,) + x.shape[axis + 1:], start, dtype=x.dtype)
+    return _nonempty_float_extreme(x, axis, largest, ignore)
+
+
+def _nonempty_float_extreme(x: np.ndarray, axis: int, largest: bool,
+                            ignore: bool) -> np.ndarray:
+    """_float_extreme along an axis of nonzero length."""
     with np.errstate(invalid="ignore"):
         if ignore:
             reduce = np.fmax.reduce if largest else np.fmin.reduce
@@ -184,13 +190,26 @@ def prepare_reduce_sum(op: StaticOp) -> Prepared | None:
 
 
 @prepared("REDUCE_MAX", "REDUCE_MIN")
-def prepare_integer_reduce_extreme(op: StaticOp) -> Prepared | None:
-    """Integer REDUCE_MAX / REDUCE_MIN: one ufunc reduction, as the kernel's np.max."""
+def prepare_reduce_extreme(op: StaticOp) -> Prepared | None:
+    """Integer REDUCE_MAX / REDUCE_MIN: one ufunc reduction, as the kernel's np.max.
+    fp32: the kernel's own _nonempty_float_extreme, its axis and mode checked once."""
     axis = _static_axis(op)
     element = op.element(0)
-    if axis is None or element is None or not element.is_integer:
+    if axis is None or element is None:
         return None
-    reduce = np.maximum.reduce if op.op_name == "REDUCE_MAX" else np.minimum.reduce
+    largest = op.op_name == "REDUCE_MAX"
+    if element.name == "f32":
+        nan_mode = op.attrs.get("nan_mode", "PROPAGATE")
+        if nan_mode not in ("PROPAGATE", "IGNORE"):
+            return None
+        ignore = nan_mode == "IGNORE"
+
+        def run_fp32(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [_nonempty_float_extreme(operands[0], axis, largest, ignore)]
+        return run_fp32
+    if not element.is_integer:
+        return None
+    reduce = np.maximum.reduce if largest else np.minimum.reduce
 
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         return [reduce(operands[0], axis=axis, keepdims=True)]

@@ -43,14 +43,17 @@ def cast(ctx: KernelContext) -> list[np.ndarray]:
 
 
 @prepared("CAST")
-def prepare_integer_cast(op: StaticOp) -> Prepared | None:
+def prepare_cast(op: StaticOp) -> Prepared | None:
     """CAST between integer types whose numpy dtype is exactly as wide as the type
     (i8, i16, i32, and i48 sources): numpy's conversion keeps the low bits of the
     two's complement value and sign-extends when widening, which is the kernel's
-    numerics.wrap."""
+    numerics.wrap. fp32 to and from i8 / i16 / i32: `_prepare_fp32_cast`."""
     source, target = op.element(0), op.element(0, output=True)
-    if source is None or target is None or not source.is_integer \
-            or not target.is_integer or _bits_held(target) != target.bits \
+    if source is None or target is None:
+        return None
+    if source.name == "f32" or target.name == "f32":
+        return _prepare_fp32_cast(op, source, target)
+    if not source.is_integer or not target.is_integer or _bits_held(target) != target.bits \
             or (_bits_held(source) != source.bits and source.bits != 48):
         return None
     out_dtype = numpy_dtype(target)
@@ -58,6 +61,40 @@ def prepare_integer_cast(op: StaticOp) -> Prepared | None:
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         return [operands[0].astype(out_dtype)]
     return run
+
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+def _prepare_fp32_cast(op: StaticOp, source: ScalarType, target: ScalarType) -> Prepared | None:
+    """i8 / i16 / i32 to fp32: numpy's conversion rounds to nearest (ties to even) once,
+    as the kernel's exact int64 -> float64 step and its one rounding to float32 do.
+    fp32 to i8 / i16 / i32: numerics.float_to_int_cast's float64 rint and clip in
+    place, by ufuncs; a NaN (which the clip keeps) goes to the kernel."""
+    integer = target if source.name == "f32" else source
+    shape = op.static_shape(0)
+    if numpy_dtype(integer).kind != "i" or _bits_held(integer) != integer.bits \
+            or shape is None or 0 in shape or op.static_shape(0, output=True) != shape:
+        return None
+    if target.name == "f32":
+        def run_to_float(operands: list[np.ndarray]) -> list[np.ndarray]:
+            return [operands[0].astype(_FLOAT32)]
+        return run_to_float
+    out_dtype = numpy_dtype(target)
+    low, high = float(numerics.int_min(target.bits)), float(numerics.int_max(target.bits))
+
+    def run_to_integer(operands: list[np.ndarray]) -> list[np.ndarray]:
+        wide = operands[0].astype(np.float64)
+        np.rint(wide, out=wide)
+        np.maximum(wide, low, out=wide)
+        np.minimum(wide, high, out=wide)
+        if np.isnan(_LARGEST(wide.reshape(-1))):
+            return op.run_kernel(operands)  # its value for NaN
+        return [wide.astype(out_dtype)]
+    return run_to_integer
+
+
+_LARGEST = np.maximum.reduce
 
 
 @kernel("RESCALE")
