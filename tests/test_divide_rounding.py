@@ -248,8 +248,12 @@ def _floor_operands(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     up, down = np.nextafter(near, np.float32(np.inf)), np.nextafter(near, np.float32(-np.inf))
     small = (-np.sign(y) * rng.uniform(0, 1, n) * 2.0 ** rng.integers(-60, -1, n)
              * np.abs(y)).astype(np.float32)
-    x = np.concatenate([near, up, down, small, [-1e-10, 1e-10, -59.499725]]).astype(np.float32)
-    y = np.concatenate([y, y, y, y, [1, -1, 0.24999885]]).astype(np.float32)
+    # Exact multiples, zeros of both signs: a zero remainder keeps x's sign.
+    exact_x = [-4.0, 4.0, -6.0, 6.0, -0.0, 0.0, -0.0, -3.0, 3.0, -1e30]
+    exact_y = [2.0, -2.0, -3.0, 3.0, 3.0, -5.0, -5.0, 1.5, -1.5, 1e29]
+    x = np.concatenate([near, up, down, small, [-1e-10, 1e-10, -59.499725],
+                        exact_x]).astype(np.float32)
+    y = np.concatenate([y, y, y, y, [1, -1, 0.24999885], exact_y]).astype(np.float32)
     keep = (np.abs(x.astype(np.float64) / y) < 2.0 ** 22) & (y != 0)
     return x[keep], y[keep]
 
@@ -259,8 +263,8 @@ def test_floor_division_matches_tflite(code: str, tmp_path: Path) -> None:
     """FLOOR_DIV / FLOOR_MOD (Elementwise.floor_division) give TFLite's bits:
     floor(x / y) in double, and fmod(x, y) (+ y where the signs differ), on our
     model and Arm's. -1e-10 / 1 was floor 0 and remainder 0 (TFLite: -1, 1);
-    -59.499725 mod 0.24999885 was rounded twice. A zero remainder is +0 where
-    fmod keeps the dividend's sign (-0 for a negative x): not compared."""
+    -59.499725 mod 0.24999885 was rounded twice; -4 mod 2 was +0 (fmod keeps
+    the dividend's sign: -0)."""
     x, y = _floor_operands(seed=3, n=3000)
     b = TfliteBuilder()
     xi, yi = b.tensor([x.size], "FLOAT32", "x"), b.tensor([x.size], "FLOAT32", "y")
@@ -272,9 +276,7 @@ def test_floor_division_matches_tflite(code: str, tmp_path: Path) -> None:
     theirs = tflite_outputs(path.read_bytes(), [x, y])[0]
     module, _ = convert(path)
     ours = next(iter(reference_model.run(module, [x, y]).values()))
-    _assert_bits_equal(ours, theirs, x, y, f"our reference model vs TFLite's {code}",
-                       zero_sign=False)
+    _assert_bits_equal(ours, theirs, x, y, f"our reference model vs TFLite's {code}")
     arm = run_arm(write_tosa(module), [x, y], [np.dtype(np.float32)])
     assert arm.status == "valid", arm
-    _assert_bits_equal(arm.outputs[0], theirs, x, y, f"Arm's reference model vs TFLite's {code}",
-                       zero_sign=False)
+    _assert_bits_equal(arm.outputs[0], theirs, x, y, f"Arm's reference model vs TFLite's {code}")

@@ -860,6 +860,9 @@ class Elementwise:
 
         Where f = -1, x / y is negative, so f is never too small; but d = x + y
         is rounded where |x| is far below |y|, and d - y can then say zero.
+
+        A zero remainder takes the dividend's sign, as fmod's does (-4 mod 2
+        is -0): x - f*y itself rounds an exact zero to +0.
         """
         zero = self.like(0.0, x)
         one = self.like(1.0, x)
@@ -879,4 +882,5 @@ class Elementwise:
         remainder = self.sub(d, e)
         remainder = self.select(too_big, self.add(remainder, y),
                                 self.select(too_small, self.sub(beyond, e), remainder))
+        remainder = self.select(self.equal(remainder, zero), self.mul(x, zero), remainder)
         return quotient, remainder
