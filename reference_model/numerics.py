@@ -161,11 +161,16 @@ def intdiv(a: ArrayLike, b: ArrayLike, bits: int = 32) -> IntArray:
     """Integer division truncating toward zero (INTDIV, apply_intdiv_s)."""
     a, b = as_int64(a), as_int64(b)
     require(b != 0, "INTDIV divisor != 0")
-    safe_b = np.where(b == 0, 1, b)
-    quotient = np.abs(a) // np.abs(safe_b)
-    quotient = np.where((a < 0) != (safe_b < 0), -quotient, quotient)
+    quotient = truncating_quotient(a, np.where(b == 0, 1, b))
     require_fits(quotient, bits, "INTDIV quotient")  # only min / -1 fails
     return quotient
+
+
+def truncating_quotient(a: IntArray, b: IntArray) -> IntArray:
+    """a / b rounded toward zero, for int64 arrays and a divisor without zeros:
+    |a| // |b| with the sign of a times b's."""
+    quotient = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -quotient, quotient)
 
 
 def _require_shift(n: IntArray, bits: int, what: str) -> None:

@@ -359,7 +359,7 @@ def prepare_min_max(op: StaticOp) -> Prepared | None:
 @prepared("INTDIV")
 def prepare_intdiv(op: StaticOp) -> Prepared | None:
     """int32 of rank 1 or more (a ufunc gives a rank-0 result as a scalar):
-    numerics.intdiv's truncating quotient |a| // |b| with a's sign times b's, in int64.
+    numerics.intdiv's truncating quotient, in int64.
     A zero divisor or INT32_MIN / -1 (the only quotient that leaves int32) goes to the
     kernel for its REQUIRE."""
     element = op.element(0)
@@ -375,8 +375,7 @@ def prepare_intdiv(op: StaticOp) -> Prepared | None:
         b = operands[1].astype(np.int64)
         if not b.all():
             return op.run_kernel(operands)  # reports the divisor REQUIRE
-        quotient = np.abs(a) // np.abs(b)
-        np.negative(quotient, out=quotient, where=(a ^ b) < 0)
+        quotient = numerics.truncating_quotient(a, b)
         if _LARGEST(quotient.reshape(-1)) > high:
             return op.run_kernel(operands)  # reports the quotient REQUIRE
         return [quotient.astype(_INT32)]
