@@ -66,6 +66,7 @@ import numpy as np
 from legalize.common import constant_value, fused_activation, is_none, tensor_type
 from legalize.conv import bias_operand
 from legalize.gather import gather_along
+from legalize.quantized import round_half_away, round_half_away_array
 from legalize.registry import pattern
 from legalize.window import conv_window, trimmed_input
 from tfl2tosa.ir.core import Op, Value
@@ -264,13 +265,6 @@ def _constant_rows(x: Value) -> np.ndarray | None:
     return None if array is None else np.asarray(array, dtype=np.float32).reshape(shape)
 
 
-def _std_round(v: np.ndarray) -> np.ndarray:
-    """Round half away from zero of float32 or float64 values, exactly."""
-    magnitude = np.abs(v.astype(np.float64))
-    whole = np.floor(magnitude)
-    return np.copysign(whole + (magnitude - whole >= 0.5), v)
-
-
 def _row_quantization(row: np.ndarray, asymmetric: bool) -> tuple[float, float, int]:
     """A constant row's scale, 1 / scale and zero point, computed as the
     kernels compute them (float32 values, the asymmetric zero point in double)."""
@@ -287,7 +281,7 @@ def _row_quantization(row: np.ndarray, asymmetric: bool) -> tuple[float, float, 
     low_steps, high_steps = float(low) / scale, float(high) / scale
     nudged = -128.0 - low_steps if 128.0 - low_steps < 127.0 + high_steps \
         else 127.0 - high_steps
-    rounded = float(_std_round(np.float64(min(max(nudged, -128.0), 127.0))))
+    rounded = round_half_away(min(max(nudged, -128.0), 127.0))
     single = f32_(scale)
     return float(single), 0.0 if single == 0 else float(f32_(1.0 / float(single))), int(rounded)
 
@@ -304,7 +298,8 @@ def _quantized_constant(rw: Rewriter, x: np.ndarray, asymmetric: bool) -> Quanti
         v = x * inverses.astype(np.float32)
         half = np.float32(0.5)
         vector_code = np.where(v < 0, np.ceil(v - half), np.floor(v + half))
-        rounded = np.where(np.arange(n) < n - n % VECTOR_BLOCK, vector_code, _std_round(v))
+        rounded = np.where(np.arange(n) < n - n % VECTOR_BLOCK, vector_code,
+                           round_half_away_array(v))
         q = np.clip(np.nan_to_num(rounded) + zero_points, -128 if asymmetric else -127, 127)
     return QuantizedRows(build.const(rw, q.astype(np.int8), i8),
                          build.const(rw, scales.astype(np.float32), f32),

@@ -513,7 +513,7 @@ def _int32_cast(value: np.float32) -> int:
     return int(value)
 
 
-def _round_half_away_array(x: np.ndarray) -> np.ndarray:
+def round_half_away_array(x: np.ndarray) -> np.ndarray:
     """round_half_away elementwise in x's float type (exact, see round_half_away)."""
     magnitude = np.abs(x)
     whole = np.floor(magnitude)
@@ -540,7 +540,7 @@ def table_i8(fn: Callable[[np.float32], np.float32], in_type: UniformQuantized,
         for k, value in enumerate(range(-128, 128)):
             dequantized = in_scale * np.float32(value - in_type.zero_point)
             transformed = np.float32(fn(dequantized))
-            rescaled = _round_half_away_array(np.float32(transformed * inverse_scale))
+            rescaled = round_half_away_array(np.float32(transformed * inverse_scale))
             quantized = _int32_cast(np.float32(rescaled + np.float32(out_type.zero_point)))
             table[k] = min(127, max(-128, quantized))
     return table
@@ -572,7 +572,7 @@ def table_i16(fn: Callable[[np.floating], np.floating], in_type: UniformQuantize
     scaling = f(65536) / (out_max - out_min)
 
     def rounded(x: np.ndarray) -> np.ndarray:
-        return _round_half_away_array(np.asarray(x, dtype=f))
+        return round_half_away_array(np.asarray(x, dtype=f))
 
     # Elementwise over the 512 steps at once: the same IEEE operations in the
     # same type as TFLite's loop, so every entry is the value the loop computes.
