@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -44,30 +44,46 @@ StepCall = Callable[[list[np.ndarray], dict[str, np.ndarray], GraphRunner], list
 _CONSTANT_OPS = {"tosa.const": "CONST", "tosa.const_shape": "CONST_SHAPE"}
 
 
-class ResultCheck(NamedTuple):
+# The plan's records are plain classes with __slots__, as the kernels' are: making a
+# NamedTuple class generates and compiles code, which every `tfl2tosa run` would pay
+# when it imports this module.
+
+
+class ResultCheck:
     """What one result must be: its slot, numpy dtype, and declared shape."""
 
-    slot: int
-    value: Value
-    dtype: np.dtype | None
-    static_shape: tuple[int, ...] | None   # the declared shape when fully static
-    declared: tuple[int, ...] | None       # the declared shape (may hold DYNAMIC)
+    __slots__ = ("slot", "value", "dtype", "static_shape", "declared")
+
+    def __init__(self, slot: int, value: Value, dtype: np.dtype | None,
+                 static_shape: tuple[int, ...] | None,
+                 declared: tuple[int, ...] | None) -> None:
+        self.slot = slot
+        self.value = value
+        self.dtype = dtype
+        self.static_shape = static_shape    # the declared shape when fully static
+        self.declared = declared            # the declared shape (may hold DYNAMIC)
 
 
 # Per result: (numpy dtype, static shape, declared shape), as _type_facts gives.
 TypeFacts = tuple[np.dtype | None, tuple[int, ...] | None, tuple[int, ...] | None]
 
 
-class _Template(NamedTuple):
+class _Template:
     """What a step takes from its op's name and operand / result types alone, shared by
     every op with the same name and types (they passed the type-mode check)."""
 
-    spec_name: str
-    input_types: list[Type]      # shared: kernels and preparers only read them
-    output_types: list[Type]
-    facts: tuple[TypeFacts, ...]  # per result
-    single: tuple[np.dtype, tuple[int, ...]] | None   # one result, static shape
-    largest_result: int          # bytes of the largest result of static shape (0: none)
+    __slots__ = ("spec_name", "input_types", "output_types", "facts", "single",
+                 "largest_result")
+
+    def __init__(self, spec_name: str, input_types: list[Type], output_types: list[Type],
+                 facts: tuple[TypeFacts, ...],
+                 single: tuple[np.dtype, tuple[int, ...]] | None, largest_result: int) -> None:
+        self.spec_name = spec_name
+        self.input_types = input_types      # shared: kernels and preparers only read them
+        self.output_types = output_types
+        self.facts = facts                  # per result
+        self.single = single                # one result, static shape: (dtype, shape)
+        self.largest_result = largest_result  # bytes of the largest static result (0: none)
 
 
 class Step:
