@@ -117,6 +117,15 @@ class Step:
             return f"{op.name} at {op.loc}" if op.loc else op.name
         return f"{name} ({op.loc})" if op.loc else name
 
+    def kernel_call(self) -> StepCall:
+        """The registered kernel's call, which a prepared step hands operands to
+        (KernelNeeded)."""
+        if self.call is _never:
+            op = self.op
+            self.call = _generic_call(op, self.spec_name, [v.type for v in op.operands],
+                                      [v.type for v in op.results])
+        return self.call
+
     @property
     def results(self) -> tuple[ResultCheck, ...]:
         """What each result must be: the general check of the kernel's results."""
@@ -162,6 +171,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
         budget = max_tensor_bytes()
     except Tfl2TosaError:
         budget = -1
+    prepared_forms: dict[tuple, Prepared | None] = {}
     for op in graph.ops:
         name = op.name
         if name == "tosa.const" and _bind_constant(op, slot_of, initial_values):
@@ -175,7 +185,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
             initial_values.update((slot_of[id(v)], array) for v, array in zip(results, folded))
         else:
             steps.append(_step(op, operands, tuple([slot_of[id(v)] for v in results]),
-                               initial_values, budget))
+                               initial_values, budget, prepared_forms))
     initial: list[Any] = [None] * len(slot_of)
     for slot, array in initial_values.items():
         initial[slot] = array
@@ -190,7 +200,8 @@ def compile_graph(graph: Graph) -> GraphPlan:
 
 
 def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
-          constants: dict[int, np.ndarray], budget: int) -> Step:
+          constants: dict[int, np.ndarray], budget: int,
+          prepared_forms: dict[tuple, Prepared | None]) -> Step:
     step = Step(op, operands, result_slots, _never)
     if -1 in operands:
         missing = next(v for v, slot in zip(op.operands, operands) if slot == -1)
@@ -223,8 +234,15 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
         step.single = (result_slots[0], *template.single)
     preparer = PREPARERS.get(spec_name)
     if preparer is not None:
-        step.prepared = _prepare(preparer, op, template,
-                                 [constants.get(slot) for slot in operands])
+        operand_constants = [constants.get(slot) for slot in operands]
+        facts = _static_facts(key, op.attrs, operand_constants)
+        if facts is None:
+            step.prepared = _prepare(preparer, op, template, operand_constants)
+        elif facts in prepared_forms:
+            step.prepared = prepared_forms[facts]
+        else:
+            step.prepared = prepared_forms[facts] = _prepare(preparer, op, template,
+                                                             operand_constants)
     if step.prepared is None:
         step.call = _generic_call(op, spec_name, template.input_types, template.output_types)
     return step
@@ -279,6 +297,38 @@ def _generic_call(op: Op, spec_name: str, input_types: list[Type],
             output_types=output_types, loc=loc, run_graph=run_graph, variables=variables))
 
     return call
+
+
+# Constant operands up to this many elements are part of the key that lets ops share
+# one prepared kernel; an op with a larger one (weights, tables) is prepared alone.
+_KEYED_CONSTANT_SIZE = 64
+
+
+def _static_facts(signature: tuple, attrs: dict[str, Any],
+                  constants: list[np.ndarray | None]) -> tuple | None:
+    """Everything a preparer reads of an op, exactly, as a key: the op's name and
+    types (`signature`), its attributes and its constant operands' values. Ops with
+    equal keys get one prepared kernel (it keeps nothing of the op it was made
+    for). None when an attribute or constant is not cheap to key exactly."""
+    parts: list[Any] = [signature]
+    for name, value in attrs.items():
+        kind = value.__class__
+        if kind is str or kind is bool or kind is int:
+            parts.append((name, kind, value))
+        elif kind is float and value == value:
+            parts.append((name, kind, repr(value)))   # repr tells -0.0 from 0.0
+        elif kind is list and all(v.__class__ is int for v in value):
+            parts.append((name, kind, tuple(value)))
+        else:
+            return None  # a NaN (its payload), an array, a numpy scalar, ...
+    for array in constants:
+        if array is None:
+            parts.append(None)
+        elif array.size <= _KEYED_CONSTANT_SIZE:
+            parts.append((array.dtype, array.shape, array.tobytes()))
+        else:
+            return None
+    return tuple(parts)
 
 
 def _prepare(preparer: Callable[[StaticOp], Prepared | None], op: Op, template: _Template,
