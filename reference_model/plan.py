@@ -238,11 +238,12 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
         facts = _static_facts(key, op.attrs, operand_constants)
         if facts is None:
             step.prepared = _prepare(preparer, op, template, operand_constants)
-        elif facts in prepared_forms:
-            step.prepared = prepared_forms[facts]
         else:
-            step.prepared = prepared_forms[facts] = _prepare(preparer, op, template,
-                                                             operand_constants)
+            form = prepared_forms.get(facts, _UNPREPARED)
+            if form is _UNPREPARED:
+                form = prepared_forms[facts] = _prepare(preparer, op, template,
+                                                        operand_constants)
+            step.prepared = form
     if step.prepared is None:
         step.call = _generic_call(op, spec_name, template.input_types, template.output_types)
     return step
@@ -298,6 +299,10 @@ def _generic_call(op: Op, spec_name: str, input_types: list[Type],
 
     return call
 
+
+# Stands for "no prepared kernel made yet" among the forms made, where None means the
+# preparer declined.
+_UNPREPARED: Any = object()
 
 # Constant operands up to this many elements are part of the key that lets ops share
 # one prepared kernel; an op with a larger one (weights, tables) is prepared alone.
