@@ -316,6 +316,15 @@ def _static_facts(signature: tuple, attrs: dict[str, Any],
     equal keys get one prepared kernel (it keeps nothing of the op it was made
     for). None when an attribute or constant is not cheap to key exactly."""
     parts: list[Any] = [signature]
+    # Constants first: an op with a large one (a convolution's weights) is known to
+    # be unshareable before its attributes are keyed.
+    for array in constants:
+        if array is None:
+            parts.append(None)
+        elif array.size <= _KEYED_CONSTANT_SIZE:
+            parts.append((array.dtype, array.shape, array.tobytes()))
+        else:
+            return None
     for name, value in attrs.items():
         kind = value.__class__
         if kind is str or kind is bool or kind is int:
@@ -326,13 +335,6 @@ def _static_facts(signature: tuple, attrs: dict[str, Any],
             parts.append((name, kind, tuple(value)))
         else:
             return None  # a NaN (its payload), an array, a numpy scalar, ...
-    for array in constants:
-        if array is None:
-            parts.append(None)
-        elif array.size <= _KEYED_CONSTANT_SIZE:
-            parts.append((array.dtype, array.shape, array.tobytes()))
-        else:
-            return None
     return tuple(parts)
 
 
