@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from reference_model.kernels import KernelNeeded
 from reference_model.plan import (
     GraphPlan,
     Step,
@@ -166,7 +167,11 @@ class Evaluator:
                 try:
                     prepared = step.prepared
                     if prepared is not None:
-                        results = prepared(operands)
+                        try:
+                            results = prepared(operands)
+                        except KernelNeeded:
+                            # The op's own kernel, quiet as the prepared one ran.
+                            results = step.kernel_call()(operands, variables, run_graph)
                     else:
                         with np.errstate(**callers):
                             results = step.call(operands, variables, run_graph)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -44,30 +44,46 @@ StepCall = Callable[[list[np.ndarray], dict[str, np.ndarray], GraphRunner], list
 _CONSTANT_OPS = {"tosa.const": "CONST", "tosa.const_shape": "CONST_SHAPE"}
 
 
-class ResultCheck(NamedTuple):
+# The plan's records are plain classes with __slots__, as the kernels' are: making a
+# NamedTuple class generates and compiles code, which every `tfl2tosa run` would pay
+# when it imports this module.
+
+
+class ResultCheck:
     """What one result must be: its slot, numpy dtype, and declared shape."""
 
-    slot: int
-    value: Value
-    dtype: np.dtype | None
-    static_shape: tuple[int, ...] | None   # the declared shape when fully static
-    declared: tuple[int, ...] | None       # the declared shape (may hold DYNAMIC)
+    __slots__ = ("slot", "value", "dtype", "static_shape", "declared")
+
+    def __init__(self, slot: int, value: Value, dtype: np.dtype | None,
+                 static_shape: tuple[int, ...] | None,
+                 declared: tuple[int, ...] | None) -> None:
+        self.slot = slot
+        self.value = value
+        self.dtype = dtype
+        self.static_shape = static_shape    # the declared shape when fully static
+        self.declared = declared            # the declared shape (may hold DYNAMIC)
 
 
 # Per result: (numpy dtype, static shape, declared shape), as _type_facts gives.
 TypeFacts = tuple[np.dtype | None, tuple[int, ...] | None, tuple[int, ...] | None]
 
 
-class _Template(NamedTuple):
+class _Template:
     """What a step takes from its op's name and operand / result types alone, shared by
     every op with the same name and types (they passed the type-mode check)."""
 
-    spec_name: str
-    input_types: list[Type]      # shared: kernels and preparers only read them
-    output_types: list[Type]
-    facts: tuple[TypeFacts, ...]  # per result
-    single: tuple[np.dtype, tuple[int, ...]] | None   # one result, static shape
-    largest_result: int          # bytes of the largest result of static shape (0: none)
+    __slots__ = ("spec_name", "input_types", "output_types", "facts", "single",
+                 "largest_result")
+
+    def __init__(self, spec_name: str, input_types: list[Type], output_types: list[Type],
+                 facts: tuple[TypeFacts, ...],
+                 single: tuple[np.dtype, tuple[int, ...]] | None, largest_result: int) -> None:
+        self.spec_name = spec_name
+        self.input_types = input_types      # shared: kernels and preparers only read them
+        self.output_types = output_types
+        self.facts = facts                  # per result
+        self.single = single                # one result, static shape: (dtype, shape)
+        self.largest_result = largest_result  # bytes of the largest static result (0: none)
 
 
 class Step:
@@ -100,6 +116,15 @@ class Step:
         if name is None:
             return f"{op.name} at {op.loc}" if op.loc else op.name
         return f"{name} ({op.loc})" if op.loc else name
+
+    def kernel_call(self) -> StepCall:
+        """The registered kernel's call, which a prepared step hands operands to
+        (KernelNeeded)."""
+        if self.call is _never:
+            op = self.op
+            self.call = _generic_call(op, self.spec_name, [v.type for v in op.operands],
+                                      [v.type for v in op.results])
+        return self.call
 
     @property
     def results(self) -> tuple[ResultCheck, ...]:
@@ -146,6 +171,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
         budget = max_tensor_bytes()
     except Tfl2TosaError:
         budget = -1
+    prepared_forms: dict[tuple, Prepared | None] = {}
     for op in graph.ops:
         name = op.name
         if name == "tosa.const" and _bind_constant(op, slot_of, initial_values):
@@ -159,7 +185,7 @@ def compile_graph(graph: Graph) -> GraphPlan:
             initial_values.update((slot_of[id(v)], array) for v, array in zip(results, folded))
         else:
             steps.append(_step(op, operands, tuple([slot_of[id(v)] for v in results]),
-                               initial_values, budget))
+                               initial_values, budget, prepared_forms))
     initial: list[Any] = [None] * len(slot_of)
     for slot, array in initial_values.items():
         initial[slot] = array
@@ -174,7 +200,8 @@ def compile_graph(graph: Graph) -> GraphPlan:
 
 
 def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
-          constants: dict[int, np.ndarray], budget: int) -> Step:
+          constants: dict[int, np.ndarray], budget: int,
+          prepared_forms: dict[tuple, Prepared | None]) -> Step:
     step = Step(op, operands, result_slots, _never)
     if -1 in operands:
         missing = next(v for v, slot in zip(op.operands, operands) if slot == -1)
@@ -207,8 +234,16 @@ def _step(op: Op, operands: tuple[int, ...], result_slots: tuple[int, ...],
         step.single = (result_slots[0], *template.single)
     preparer = PREPARERS.get(spec_name)
     if preparer is not None:
-        step.prepared = _prepare(preparer, op, template,
-                                 [constants.get(slot) for slot in operands])
+        operand_constants = [constants.get(slot) for slot in operands]
+        facts = _static_facts(key, op.attrs, operand_constants)
+        if facts is None:
+            step.prepared = _prepare(preparer, op, template, operand_constants)
+        else:
+            form = prepared_forms.get(facts, _UNPREPARED)
+            if form is _UNPREPARED:
+                form = prepared_forms[facts] = _prepare(preparer, op, template,
+                                                        operand_constants)
+            step.prepared = form
     if step.prepared is None:
         step.call = _generic_call(op, spec_name, template.input_types, template.output_types)
     return step
@@ -263,6 +298,44 @@ def _generic_call(op: Op, spec_name: str, input_types: list[Type],
             output_types=output_types, loc=loc, run_graph=run_graph, variables=variables))
 
     return call
+
+
+# Stands for "no prepared kernel made yet" among the forms made, where None means the
+# preparer declined.
+_UNPREPARED: Any = object()
+
+# Constant operands up to this many elements are part of the key that lets ops share
+# one prepared kernel; an op with a larger one (weights, tables) is prepared alone.
+_KEYED_CONSTANT_SIZE = 64
+
+
+def _static_facts(signature: tuple, attrs: dict[str, Any],
+                  constants: list[np.ndarray | None]) -> tuple | None:
+    """Everything a preparer reads of an op, exactly, as a key: the op's name and
+    types (`signature`), its attributes and its constant operands' values. Ops with
+    equal keys get one prepared kernel (it keeps nothing of the op it was made
+    for). None when an attribute or constant is not cheap to key exactly."""
+    parts: list[Any] = [signature]
+    # Constants first: an op with a large one (a convolution's weights) is known to
+    # be unshareable before its attributes are keyed.
+    for array in constants:
+        if array is None:
+            parts.append(None)
+        elif array.size <= _KEYED_CONSTANT_SIZE:
+            parts.append((array.dtype, array.shape, array.tobytes()))
+        else:
+            return None
+    for name, value in attrs.items():
+        kind = value.__class__
+        if kind is str or kind is bool or kind is int:
+            parts.append((name, kind, value))
+        elif kind is float and value == value:
+            parts.append((name, kind, repr(value)))   # repr tells -0.0 from 0.0
+        elif kind is list and all(v.__class__ is int for v in value):
+            parts.append((name, kind, tuple(value)))
+        else:
+            return None  # a NaN (its payload), an array, a numpy scalar, ...
+    return tuple(parts)
 
 
 def _prepare(preparer: Callable[[StaticOp], Prepared | None], op: Op, template: _Template,

@@ -144,6 +144,65 @@ def test_ops_of_one_signature_are_named_by_their_own_location():
         compiled.run([np.int32([7, -7]), np.int32([0, 2]), np.int32([3, 3])])
 
 
+def test_ops_share_a_prepared_kernel_only_when_every_static_fact_is_equal(monkeypatch):
+    # Ops that differ in nothing but a bound's sign of zero (CLAMP), `round` (right
+    # shift) or the value of a constant operand (MUL's shift) each get their own
+    # prepared kernel and their kernel's bits; ops equal in all of it share one.
+    from reference_model.plan import compile_graph
+
+    f32, i32, i8 = (scalar_type(name) for name in ("f32", "i32", "i8"))
+    graph = Graph("main")
+    x = graph.add_input("x", TensorType((6,), f32))
+    n = graph.add_input("n", TensorType((6,), i32))
+
+    def append(opname: str, operands: list, attrs: dict | None = None) -> Op:
+        element = operands[0].type.element
+        return graph.append(Op(opname, operands, [TensorType((6,), element)], attrs or {},
+                               result_names=[f"out{len(graph.ops)}"]))
+
+    def constant(values: np.ndarray, element) -> object:
+        return graph.append(Op("tosa.const", [], [TensorType(values.shape, element)],
+                               {"values": values})).result
+
+    def clamp(low: float) -> Op:
+        return append("tosa.clamp", [x], {"min_val": low, "max_val": 6.0,
+                                          "nan_mode": "PROPAGATE"})
+
+    def right_shift(rounding: bool) -> Op:
+        return append("tosa.arithmetic_right_shift", [n, constant(np.int32([1] * 6), i32)],
+                      {"round": rounding})
+
+    def multiply(shift: int) -> Op:
+        return append("tosa.mul", [n, n, constant(np.int8([shift]), i8)])
+
+    ops = {"clamp +0": clamp(0.0), "clamp -0": clamp(-0.0), "clamp +0 again": clamp(0.0),
+           "shift": right_shift(False), "shift rounding": right_shift(True),
+           "shift again": right_shift(False), "mul >> 0": multiply(0),
+           "mul >> 1": multiply(1), "mul >> 1 again": multiply(1)}
+    graph.set_outputs([op.result for op in ops.values()])
+    prepared = {step.op: step.prepared for step in compile_graph(graph).steps}
+    form = {name: prepared[op] for name, op in ops.items()}
+    assert None not in form.values()
+    assert form["clamp +0"] is form["clamp +0 again"] is not form["clamp -0"]
+    assert form["shift"] is form["shift again"] is not form["shift rounding"]
+    assert form["mul >> 1"] is form["mul >> 1 again"] is not form["mul >> 0"]
+
+    feeds = [np.float32([-0.0, 0.0, -1.0, 7.0, np.nan, 2.5]),
+             np.int32([3, -3, 5, -5, 7, 46341])]
+    ours = reference_model.run(graph, feeds)
+    with monkeypatch.context() as patch:
+        patch.setattr("reference_model.kernels.PREPARERS", {})
+        patch.setattr("reference_model.plan.PREPARERS", {})
+        kernel = reference_model.run(graph, feeds)
+    assert ours.keys() == kernel.keys()
+    for name in ours:
+        assert ours[name].dtype == kernel[name].dtype
+        assert ours[name].tobytes() == kernel[name].tobytes(), name
+    # The bounds' zeros differ in the result's zeros (apply_clip_s keeps the bound).
+    assert ours[ops["clamp +0"].result.name].tobytes() \
+        != ours[ops["clamp -0"].result.name].tobytes()
+
+
 def test_an_empty_module_cannot_be_compiled():
     with pytest.raises(ReferenceModelError, match="no graphs"):
         reference_model.compile(Module())
@@ -467,6 +526,15 @@ def test_every_prepared_form_runs_on_some_case_of_the_table():
     forms = _prepared_forms()
     assert forms, "no prepared forms found: the scan is broken"
     assert sorted(name for name, code in forms.items() if code not in seen) == []
+
+
+def test_no_prepared_form_keeps_the_op_it_was_made_for():
+    """A compile gives one prepared form to every op with the same static facts, so
+    a form must not reach its StaticOp at run time (its location is one op's): it
+    hands operands to the op's own kernel with KernelNeeded instead."""
+    keeping = sorted(name for name, code in _prepared_forms().items()
+                     if "op" in code.co_freevars)
+    assert keeping == []
 
 
 def test_integer_matmul_is_the_exact_product():

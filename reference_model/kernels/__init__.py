@@ -128,22 +128,25 @@ class StaticOp:
         if holds_anywhere(condition):
             raise SpecErrorIf(f"{self.where()}: ERROR_IF {message}")
 
-    def run_kernel(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The registered kernel on these operands: a prepared kernel's way to report
-        a data-dependent REQUIRE with the kernel's own error."""
-        return KERNELS[self.op_name](KernelContext(
-            op_name=self.op_name, inputs=inputs, attrs=self.attrs,
-            input_types=self.input_types, output_types=self.output_types, loc=self.loc))
+
+class KernelNeeded(Exception):
+    """Raised by a prepared kernel for operands it leaves to the registered kernel
+    (a data-dependent REQUIRE to report, a value only the kernel computes): the
+    evaluator then runs the op's registered kernel on them, whose results or error
+    (with the op's own location) stand. A prepared kernel may serve every op that
+    shares its static facts, so it never reports for one op itself."""
 
 
-# A prepared kernel: operand arrays in, result arrays out, for one op whose static
-# facts (attributes, types, constant operands) were decoded and checked once. The
-# evaluator runs it with numpy's floating-point errors ignored (no np.errstate of
-# its own needed).
+# A prepared kernel: operand arrays in, result arrays out, for the ops of one set of
+# static facts (attributes, types, constant operands' values), decoded and checked
+# once; a compile gives every op with those facts the same prepared kernel, so it
+# keeps nothing that tells the ops apart (their locations). The evaluator runs it
+# with numpy's floating-point errors ignored (no np.errstate of its own needed).
 Prepared = Callable[[list[np.ndarray]], list[np.ndarray]]
 # A preparer returns the prepared kernel, or None when the op is not a case it
 # handles (the registered kernel then runs it). It must give exactly the kernel's
-# results and raise the kernel's errors for everything it does not rule out.
+# results, and raise KernelNeeded for operands whose results or errors it leaves
+# to the kernel.
 PREPARERS: dict[str, Callable[[StaticOp], Prepared | None]] = {}
 
 

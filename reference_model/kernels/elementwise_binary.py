@@ -15,6 +15,7 @@ import numpy as np
 from reference_model import numerics
 from reference_model.kernels import (
     KernelContext,
+    KernelNeeded,
     Prepared,
     StaticOp,
     broadcast_shape,
@@ -268,7 +269,7 @@ def prepare_add_sub(op: StaticOp) -> Prepared | None:
             overflow = a ^ result
             overflow &= b ^ result
             if _SMALLEST(overflow.reshape(-1)) < 0:
-                return op.run_kernel(operands)  # reports apply_add_s's REQUIRE
+                raise KernelNeeded  # reports apply_add_s's REQUIRE
             return [result]
         return run_add
 
@@ -280,7 +281,7 @@ def prepare_add_sub(op: StaticOp) -> Prepared | None:
         overflow = a ^ b
         overflow &= a ^ result
         if _SMALLEST(overflow.reshape(-1)) < 0:
-            return op.run_kernel(operands)  # reports apply_sub_s's REQUIRE
+            raise KernelNeeded  # reports apply_sub_s's REQUIRE
         return [result]
     return run_sub
 
@@ -322,7 +323,7 @@ def prepare_mul(op: StaticOp) -> Prepared | None:
         product += rounding
         product >>= shift
         if outside_range(product, low, high):
-            return op.run_kernel(operands)  # reports the result REQUIRE
+            raise KernelNeeded  # reports the result REQUIRE
         return [product.astype(np.int32)]
     return run_shifted
 
@@ -374,10 +375,10 @@ def prepare_intdiv(op: StaticOp) -> Prepared | None:
         a = operands[0].astype(np.int64)
         b = operands[1].astype(np.int64)
         if not b.all():
-            return op.run_kernel(operands)  # reports the divisor REQUIRE
+            raise KernelNeeded  # reports the divisor REQUIRE
         quotient = numerics.truncating_quotient(a, b)
         if _LARGEST(quotient.reshape(-1)) > high:
-            return op.run_kernel(operands)  # reports the quotient REQUIRE
+            raise KernelNeeded  # reports the quotient REQUIRE
         return [quotient.astype(_INT32)]
     return run
 
@@ -425,7 +426,7 @@ def _run_time_right_shift(op: StaticOp, bits: int, rounding: bool) -> Prepared:
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x, n = operands
         if outside_range(n, 0, largest):
-            return op.run_kernel(operands)  # reports the shift REQUIRE
+            raise KernelNeeded  # reports the shift REQUIRE
         result = x >> n
         if rounding:
             bit = x >> np.maximum(n - 1, 0)
@@ -480,7 +481,7 @@ def prepare_logical_left_shift(op: StaticOp) -> Prepared | None:
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x, n = operands
         if outside_range(n, 0, largest):
-            return op.run_kernel(operands)  # reports the shift REQUIRE
+            raise KernelNeeded  # reports the shift REQUIRE
         return [np.left_shift(x.view(unsigned), n.view(unsigned)).view(dtype)]
     return run
 

@@ -24,6 +24,7 @@ import numpy as np
 from reference_model import numerics
 from reference_model.kernels import (
     KernelContext,
+    KernelNeeded,
     Prepared,
     StaticOp,
     is_float_dtype,
@@ -184,7 +185,7 @@ def prepare_reduce_sum(op: StaticOp) -> Prepared | None:
         np.add.accumulate(prefix, axis=axis, out=prefix)
         flat = prefix.reshape(-1)
         if smallest(flat) < low or largest(flat) > high:
-            return op.run_kernel(operands)  # reports the partial-sum REQUIRE
+            raise KernelNeeded  # reports the partial-sum REQUIRE
         return [prefix[last].astype(_INT32)]
     return run
 

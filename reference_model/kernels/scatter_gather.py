@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
+from reference_model.kernels import (KernelContext, KernelNeeded, Prepared, StaticOp, kernel,
+                                     prepared)
 from tfl2tosa.tosa import rules
 
 
@@ -62,6 +63,6 @@ def prepare_gather(op: StaticOp) -> Prepared | None:
         values, indices = operands
         indices = indices.astype(np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= k):
-            return op.run_kernel(operands)
+            raise KernelNeeded
         return [values[rows, indices]]
     return run

@@ -34,6 +34,7 @@ import numpy as np
 from reference_model import numerics
 from reference_model.kernels import (
     KernelContext,
+    KernelNeeded,
     Prepared,
     StaticOp,
     float_compute,
@@ -933,7 +934,7 @@ def _window_view(padded: np.ndarray, window: _Window, taps_first: bool) -> np.nd
 _FLOAT32 = np.dtype(np.float32)
 
 
-def _finish_float(op: StaticOp, setup: _ConvSetup, acc: np.ndarray) -> list[np.ndarray]:
+def _finish_float(setup: _ConvSetup, acc: np.ndarray) -> list[np.ndarray]:
     """The kernel's _finish for floats: acc rounded to acc_t, then out_t, plus bias."""
     if setup.out_dtype == _FLOAT32 and setup.accumulation.acc_dtype == _FLOAT32:
         # For fp32 the sum is already out_t: the bias added in fp32, in place.
@@ -945,8 +946,7 @@ def _finish_float(op: StaticOp, setup: _ConvSetup, acc: np.ndarray) -> list[np.n
     return [float_compute(np.add, setup.out_dtype, as_out, setup.bias)]
 
 
-def _finish_integer(op: StaticOp, setup: _ConvSetup, raw: np.ndarray,
-                    operands: list[np.ndarray]) -> list[np.ndarray]:
+def _finish_integer(setup: _ConvSetup, raw: np.ndarray) -> list[np.ndarray]:
     """The raw sum (exact integers in the work dtype) plus the corrected bias."""
     if not setup.bias_check:
         # Each part and the total fit out_t's dtype: one exact addition in it.
@@ -958,7 +958,7 @@ def _finish_integer(op: StaticOp, setup: _ConvSetup, raw: np.ndarray,
     if total.size and (
             total.min() < numerics.int_min(setup.out_bits)
             or total.max() > numerics.int_max(setup.out_bits)):
-        return op.run_kernel(operands)  # reports apply_add_s's REQUIRE
+        raise KernelNeeded  # reports apply_add_s's REQUIRE
     return [total.astype(setup.out_dtype)]
 
 
@@ -996,7 +996,7 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
             else:
                 view = _window_view(_raw_padded_input(x, setup), window, False)
                 patches = view.astype(work, order="C").reshape(positions, terms)
-            return _finish_integer(op, setup, (patches @ matrix).reshape(out_shape), operands)
+            return _finish_integer(setup, (patches @ matrix).reshape(out_shape))
         return run_integer
     if any(map(any, window.pad)) and not np.isfinite(matrix).all():
         return None  # padded taps must be skipped: the kernel does that
@@ -1012,7 +1012,7 @@ def prepare_conv2d(op: StaticOp) -> Prepared | None:
                 terms, positions)
         acc = np.zeros((positions, out_channels), work)
         _accumulate_in_order(acc, columns, matrix)
-        return _finish_float(op, setup, acc.reshape(out_shape))
+        return _finish_float(setup, acc.reshape(out_shape))
     return run_float
 
 
@@ -1045,7 +1045,7 @@ def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
             view = _window_view(_raw_padded_input(operands[0], setup), window, True)
             gathered = view.astype(work, order="C").reshape(taps, positions, channels)
             raw = np.einsum(subscripts, gathered, tap_weights)
-            return _finish_integer(op, setup, raw.reshape(out_shape), operands)
+            return _finish_integer(setup, raw.reshape(out_shape))
         return run_integer
     if any(map(any, window.pad)) and not np.isfinite(matrix).all():
         return None  # padded taps must be skipped: the kernel does that
@@ -1065,5 +1065,5 @@ def prepare_depthwise_conv2d(op: StaticOp) -> Prepared | None:
             for index, weights in zip(tap_index, tap_weights):
                 view = padded[index]
                 acc += view * weights if multiplier == 1 else view[..., None] * weights
-        return _finish_float(op, setup, acc.reshape(out_shape))
+        return _finish_float(setup, acc.reshape(out_shape))
     return run_float

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from reference_model import numerics
-from reference_model.kernels import KernelContext, Prepared, StaticOp, kernel, prepared
+from reference_model.kernels import (KernelContext, KernelNeeded, Prepared, StaticOp, kernel,
+                                     prepared)
 from tfl2tosa.ir.types import ScalarType, TensorType, numpy_dtype, storage_type
 from tfl2tosa.memo import BoundedMemo
 
@@ -89,7 +90,7 @@ def _prepare_fp32_cast(op: StaticOp, source: ScalarType, target: ScalarType) -> 
         np.maximum(wide, low, out=wide)
         np.minimum(wide, high, out=wide)
         if np.isnan(_LARGEST(wide.reshape(-1))):
-            return op.run_kernel(operands)  # its value for NaN
+            raise KernelNeeded  # its value for NaN
         return [wide.astype(out_dtype)]
     return run_to_integer
 
@@ -256,7 +257,7 @@ def _fast_rescale(op: StaticOp) -> Prepared | None:
         multiplier, shift = multiplier.astype(np.int64), shift.astype(np.int64)
     else:
         rounding = ((1 + 2 * zp_out) << (shift - 1)) - zp_in * multiplier + extra
-    return _fast_rescale_kernel(op, out_dtype, multiplier, rounding, shift, adjust, clip,
+    return _fast_rescale_kernel(out_dtype, multiplier, rounding, shift, adjust, clip,
                                 low, high, (x_low, x_high) if checked else None,
                                 in_bits != 48 and math.prod(shape) >= _WIDE_FIRST)
 
@@ -269,8 +270,8 @@ def _fast_rescale(op: StaticOp) -> Prepared | None:
 _WIDE_FIRST = 256
 
 
-def _fast_rescale_kernel(op: StaticOp, out_dtype: np.dtype, multiplier: Any, rounding: Any,
-                         shift: Any, adjust: bool, clip: bool, low: int, high: int,
+def _fast_rescale_kernel(out_dtype: np.dtype, multiplier: Any, rounding: Any, shift: Any,
+                         adjust: bool, clip: bool, low: int, high: int,
                          admitted: tuple[int, int] | None, wide_first: bool) -> Prepared:
     """The closure of _fast_rescale (see there for the arithmetic)."""
     x_low, x_high = admitted if admitted is not None else (0, 0)
@@ -278,7 +279,7 @@ def _fast_rescale_kernel(op: StaticOp, out_dtype: np.dtype, multiplier: Any, rou
     def run(operands: list[np.ndarray]) -> list[np.ndarray]:
         x = operands[0]
         if admitted is not None and x.size and (x.min() < x_low or x.max() > x_high):
-            return op.run_kernel(operands)
+            raise KernelNeeded
         if wide_first:
             value = x.astype(np.int64)
             if adjust:
