@@ -564,35 +564,50 @@ class _Serializer:
     # -- operators
 
     def _operators(self, ops: list[Op]) -> list[int]:
-        """The operator table of each op but variable declarations, in order."""
+        """The operator table of each op but variable declarations, in order.
+
+        The usual op's row (`Builder.StringVectorsTables`) waits in `rows`;
+        the rows are written before anything else is (an op checked one by
+        one, an attribute table with vectors or strings), keeping the order."""
         plans = _PLANS_BY_OP
         name_of = self.names.of_value.__getitem__
-        string_vectors_table = self.builder.StringVectorsTable
+        write_rows = self.builder.StringVectorsTables
         operators: list[int] = []
+        rows: list[tuple[Any, ...]] = []
         for op in ops:
             name = op.name
             if name == "tosa.variable":
                 continue
             plan = plans.get(name)
+            if plan is not None:
+                # Every named value is a tensor or a shape (`_collect` names
+                # nothing else), so names found for all operands mean none is
+                # omitted.
+                try:
+                    inputs = list(map(name_of, map(id, op.operands)))
+                    outputs = list(map(name_of, map(id, op.results)))
+                except KeyError:
+                    plan = None
             if plan is None:
-                operators.append(self._checked_operator(op))
-                continue
-            # Every named value is a tensor or a shape (`_collect` names nothing
-            # else), so names found for all operands mean none is omitted.
-            try:
-                inputs = list(map(name_of, map(id, op.operands)))
-                outputs = list(map(name_of, map(id, op.results)))
-            except KeyError:
+                if rows:
+                    operators += write_rows(_OPERATOR, _LOCATION, rows)
+                    rows.clear()
                 operators.append(self._checked_operator(op))
                 continue
             if not plan.fields:
                 child: int | tuple[TableLayout, tuple[Any, ...]] = plan.empty_table
             else:
                 values = self._number_fields(op, plan) if plan.numbers_only else None
-                child = ((plan.layout, values) if values is not None
-                         else self._attribute_table(op, plan))
-            operators.append(string_vectors_table(_OPERATOR, plan.operator_fields, child,
-                                                  (inputs, outputs), _LOCATION, op.loc))
+                if values is not None:
+                    child = (plan.layout, values)
+                else:
+                    if rows:
+                        operators += write_rows(_OPERATOR, _LOCATION, rows)
+                        rows.clear()
+                    child = self._attribute_table(op, plan)
+            rows.append((plan.operator_fields, child, inputs, outputs, op.loc))
+        if rows:
+            operators += write_rows(_OPERATOR, _LOCATION, rows)
         return operators
 
     def _checked_operator(self, op: Op) -> int:

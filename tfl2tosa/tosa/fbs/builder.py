@@ -15,9 +15,9 @@ a `TableLayout` read once from the generated `<Table>Start` and
 `<Table>Add<Field>` functions: the same bytes as those calls. Which fields are
 present and the start's alignment fix a table's padding, field positions and
 vtable, so each such combination is worked out once (`_TablePlan`) and its
-tables are then one struct pack each. `StringVectorsTable` writes an operator
-(its attribute table, input and output name vectors, location and table) in
-one call, mostly in two packs; `Int32VectorTable` a tensor and its shape in one.
+tables are then one struct pack each. `StringVectorsTables` writes a block's
+operators (each one's attribute table, input and output name vectors, location
+and table), mostly one pack each; `Int32VectorTable` a tensor and its shape in one.
 
 The layout rules followed (see flatbuffers' python/flatbuffers/builder.py):
 the buffer grows downwards from its end, offsets are distances from the end,
@@ -30,7 +30,7 @@ dropped) are the same.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter, ne, sub
 from typing import Any
 
@@ -79,8 +79,10 @@ class Builder:
         self._vector_length = 0
         self._shared: dict[str, int] = {}
         self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
-        # `StringVectorsTable`'s packs: its tails by shape, its children by
-        # (layout, values)
+        # `StringVectorsTables`' packs by (layout, text layout) and shape, and
+        # the parts they are made of: tails by shape, children by (layout, values)
+        self._row_plans: dict[tuple[TableLayout, TableLayout],
+                              dict[tuple[Any, ...], _RowPlan]] = {}
         self._tails: dict[tuple[Any, ...], _TailPlan] = {}
         self._children: dict[tuple[Any, ...], _ChildPlan] = {}
         # `Int32VectorTable`'s packs by (layout, values, length)
@@ -261,144 +263,115 @@ class Builder:
         attribute table, inputs, outputs and location.
 
         The same bytes as `Table` for the child, `CreateSharedStringVector` per
-        list, `CreateString` and `Table` twice. Each of these leaves the buffer
-        4-aligned, so once it is, the pieces follow one another without padding
-        but the strings': in the usual operator (a child of numbers only, two
-        lists, a text), the child and the first vector are one pack
-        (`_ChildPlan`), the strings of the last list met for the first time
-        follow, then the last vector, the text, its table and the table are one
-        pack (`_TailPlan`); where the last list is one string met for the first
-        time, that string is part of the second pack."""
-        if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
-                or len(string_lists) != 2 or child == 0:
-            return self._string_vectors_table(layout, values, child, string_lists,
-                                              text_layout, text)
-        first, last = string_lists
-        shared = self._shared
-        offsets = list(map(shared.get, first))
-        packed = None
-        if child.__class__ is tuple:
-            try:
-                packed = self._children.get(child)
-            except TypeError:  # not hashable: not numbers only
-                pass
-            if packed is None:
-                packed = self._child_plan(*child)  # type: ignore[misc]
-        if packed is not None and None not in offsets:
-            count = len(offsets)
-            packer = packed.packers.get(count)
-            if packer is None:
-                packer = packed.packers[count] = struct.Struct(
-                    f"<I{count}Ii{len(packed.fields)}s")
-            while self.head < packer.size:
-                self._grow()
-            head = self.head
-            child_offset = len(self.Bytes) - head + packed.size
-            top = child_offset + 4 * count  # element i is `top - 4 * i` from the end
-            head -= packer.size
-            if count == 1:  # most operators: one operand, or two below
-                packer.pack_into(self.Bytes, head, 1, top - offsets[0],
-                                 packed.vtable - child_offset, packed.fields)
-            elif count == 2:
-                packer.pack_into(self.Bytes, head, 2, top - offsets[0], top - 4 - offsets[1],
-                                 packed.vtable - child_offset, packed.fields)
-            else:
-                packer.pack_into(self.Bytes, head, count,
-                                 *map(sub, range(top, top - 4 * count, -4), offsets),
-                                 packed.vtable - child_offset, packed.fields)
-            self.head = head
-            first_vector = top + 4
-        else:
-            child_offset = self.Table(*child) if child.__class__ is tuple else child  # type: ignore[misc]
-            if None in offsets:
-                offsets = list(map(self.CreateSharedString, first))
-            first_vector = self.CreateOffsetVector(offsets)
-        new_name = None  # the one result's name, if not yet written: packed with the tail
-        if len(last) == 1:  # most operators
-            offsets = [shared.get(last[0])]
-            if offsets[0] is None:
-                new_name = last[0]
-        else:
-            offsets = list(map(shared.get, last))
-            if None in offsets:
-                self._add_shared_strings(last, offsets)
-        raw = text.encode()
-        size = len(raw)
-        count = len(offsets)
-        key = (layout, values, text_layout, count, (size + 4) & -4)
-        tail = self._tails.get(key)
-        if tail is None:
-            tail = self._tail_plan(key)
-            if tail is None:  # a vtable not yet written: the general calls write it
-                if new_name is not None:
-                    self._add_shared_strings(last, offsets)
-                return self.Table(layout, (*values, child_offset, first_vector,
-                                           self.CreateOffsetVector(offsets),
-                                           self.Table(text_layout, (self.CreateString(text),))))
-        if new_name is not None:
-            # Above the tail, the name as `CreateSharedString` writes it: its
-            # length word, bytes, terminating zero and padding to 4 bytes.
-            name_raw = new_name.encode()
-            name_size = (len(name_raw) + 8) & -4
-            packer = tail.named.get(name_size)
-            if packer is None:
-                packer = tail.named[name_size] = struct.Struct(
-                    f"{tail.packer.format}I{name_size - 4}s")
-            while self.head < packer.size:
-                self._grow()
-            head = self.head - name_size  # where the name starts
-            top = len(self.Bytes) - head + 4  # the last vector's one element
-            if child_offset > top + tail.text_table_from_top:  # not yet built
-                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-            packer.pack_into(
-                self.Bytes, head - tail.size,
-                *tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
-                             top + tail.first_vector_from_top - first_vector,
-                             tail.text_vtable_from_top - top, size, raw, *tail.constants)),
-                4, len(name_raw), name_raw)
-            shared[new_name] = len(self.Bytes) - head
-            self.head = head - tail.size
-            self._last_table = (top + tail.text_table_from_top, tail.table_plan)
-            return top + tail.table_end_from_top
-        while self.head < tail.size:
-            self._grow()
-        head = self.head
-        top = len(self.Bytes) - head + 4 * count  # the last vector's element i is `top - 4 * i`
-        if child_offset > top + tail.text_table_from_top:  # not yet built
-            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        fields = tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
-                             top + tail.first_vector_from_top - first_vector,
-                             tail.text_vtable_from_top - top, size, raw, *tail.constants))
-        if count == 1:
-            tail.packer.pack_into(self.Bytes, head - tail.size, *fields, top - offsets[0])
-        else:
-            tail.packer.pack_into(self.Bytes, head - tail.size, *fields,
-                                  *map(sub, range(top, top - 4 * count, -4), offsets))
-        self.head = head - tail.size
-        self._last_table = (top + tail.text_table_from_top, tail.table_plan)
-        return top + tail.table_end_from_top
+        list, `CreateString` and `Table` twice (see `StringVectorsTables`)."""
+        if len(string_lists) == 2:
+            first, last = string_lists
+            return self.StringVectorsTables(layout, text_layout,
+                                            ((values, child, first, last, text),))[0]
+        return self._string_vectors_table(layout, values, child, string_lists,
+                                          text_layout, text)
 
-    def _add_shared_strings(self, texts: Sequence[str], offsets: list[int | None]) -> None:
-        """Write the strings of `texts` whose `offsets` are None (not yet written:
-        `CreateSharedString`), in order, and fill in their offsets. The buffer
-        is 4-aligned: a string's padding depends on its length alone."""
+    def StringVectorsTables(self, layout: TableLayout, text_layout: TableLayout,
+                            rows: Iterable[tuple[tuple[Any, ...],
+                                                 int | tuple[TableLayout, tuple[Any, ...]],
+                                                 Sequence[str], Sequence[str], str]]
+                            ) -> list[int]:
+        """`StringVectorsTable(layout, values, child, (first, last), text_layout,
+        text)` of each row (values, child, first, last, text), one after
+        another: the operators of a block.
+
+        Each piece those calls write leaves the buffer 4-aligned, so once it
+        is, the pieces follow one another without padding but the strings'.
+        The usual operator (a child of numbers only, inputs whose names are
+        written, one result whose name is not, a location) is then one pack:
+        from the lowest address, the table, the location's table, its text,
+        the outputs vector, the result's name, the inputs vector and the child
+        (`_RowPlan`), laid out once per shape: the table's numbers and child,
+        the input count and the padded sizes of the text and the name. Any
+        other row, or one whose tables' vtables are not yet written, takes
+        the general calls."""
+        plans = self._row_plans.get((layout, text_layout))
+        if plans is None:
+            plans = self._row_plans[layout, text_layout] = {}
         shared = self._shared
-        for i, offset in enumerate(offsets):
-            if offset is None:
-                text = texts[i]
-                offset = shared.get(text)  # written just now for an earlier element
-                if offset is None:
-                    raw = text.encode()
-                    size = len(raw)
-                    total = (size + 8) & -4  # length word, bytes, terminating zero, padding
-                    while self.head < total:
-                        self._grow()
-                    head = self.head - total
-                    _UINT32.pack_into(self.Bytes, head, size)
-                    self.Bytes[head + 4:head + 4 + size] = raw  # the zeros are already there
-                    self.head = head
-                    offset = shared[text] = len(self.Bytes) - head
-                offsets[i] = offset
+        offsets: list[int] = []
+        for values, child, first, last, text in rows:
+            head = self.head
+            data = self.Bytes
+            if child.__class__ is tuple and len(last) == 1 and text \
+                    and not (head - len(data)) & 3 and last[0] not in shared:
+                raw = text.encode()
+                name_raw = last[0].encode()
+                key = (values, child, len(first), (len(raw) + 4) & -4, (len(name_raw) + 8) & -4)
+                try:
+                    plan = plans.get(key)
+                except TypeError:  # not hashable: not numbers only
+                    plan = None
+                else:
+                    if plan is None:
+                        plan = self._row_plan(layout, text_layout, plans, key)
+                inputs = list(map(shared.get, first))
+                if plan is not None and None not in inputs:
+                    size = plan.size
+                    if head < size:
+                        while self.head < size:
+                            self._grow()
+                        head, data = self.head, self.Bytes
+                    start = len(data) - head  # where the child ends
+                    child_offset = start + plan.child_size
+                    top = child_offset + plan.inputs_size  # input i is `top - 4 * i` from the end
+                    name = top + plan.name_from_inputs
+                    table_top = name + 4  # the outputs vector's one element
+                    count = len(inputs)
+                    if count == 1:
+                        plan.packer.pack_into(
+                            data, head - size, plan.table_vtable_from_top - table_top,
+                            plan.table_constants, plan.text_vtable_from_top - table_top,
+                            plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
+                            name_raw, plan.inputs_head, top - inputs[0],
+                            plan.vtable - child_offset, plan.child_fields)
+                    elif count == 2:
+                        plan.packer.pack_into(
+                            data, head - size, plan.table_vtable_from_top - table_top,
+                            plan.table_constants, plan.text_vtable_from_top - table_top,
+                            plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
+                            name_raw, plan.inputs_head, top - inputs[0], top - 4 - inputs[1],
+                            plan.vtable - child_offset, plan.child_fields)
+                    else:
+                        plan.packer.pack_into(
+                            data, head - size, plan.table_vtable_from_top - table_top,
+                            plan.table_constants, plan.text_vtable_from_top - table_top,
+                            plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
+                            name_raw, plan.inputs_head,
+                            *map(sub, range(top, top - 4 * count, -4), inputs),
+                            plan.vtable - child_offset, plan.child_fields)
+                    shared[last[0]] = name
+                    self.head = head - size
+                    self._last_table = (table_top + plan.table_start_from_top, plan.table_plan)
+                    offsets.append(table_top + plan.table_end_from_top)
+                    continue
+            offsets.append(self._string_vectors_table(layout, values, child, (first, last),
+                                                      text_layout, text))
+        return offsets
+
+    def _row_plan(self, layout: TableLayout, text_layout: TableLayout,
+                  plans: dict[tuple[Any, ...], _RowPlan], key: tuple[Any, ...]) -> _RowPlan | None:
+        """`StringVectorsTables`' pack for `key`, made once the vtables of its
+        child, table and text table are written (None until then)."""
+        values, child, count, text_size, name_size = key
+        packed = self._children.get(child)
+        if packed is None:
+            packed = self._child_plan(*child)
+            if packed is None:
+                return None
+        tail_key = (layout, values, text_layout, 1, text_size)
+        tail = self._tails.get(tail_key)
+        if tail is None:
+            tail = self._tail_plan(tail_key)
+            if tail is None:
+                return None
+        plan = plans[key] = _RowPlan(packed, tail, count, name_size)
+        return plan
 
     def _string_vectors_table(self, layout: TableLayout, values: tuple[Any, ...],
                               child: int | tuple[TableLayout, tuple[Any, ...]],
@@ -729,17 +702,15 @@ class _TablePlan:
 
 
 class _ChildPlan:
-    """A table of numbers only, as `StringVectorsTable` packs it below its first
-    vector: its size, its fields' bytes and its vtable."""
+    """A table of numbers only, as `StringVectorsTables` packs it below the
+    inputs vector: its size, its fields' bytes and its vtable."""
 
-    __slots__ = ("fields", "packers", "size", "vtable")
+    __slots__ = ("fields", "size", "vtable")
 
     def __init__(self, size: int, fields: bytes, vtable: int) -> None:
         self.size = size
         self.fields = fields
         self.vtable = vtable
-        # the length of the vector packed with it -> the struct of both
-        self.packers: dict[int, struct.Struct] = {}
 
 
 class _TailPlan:
@@ -752,13 +723,14 @@ class _TailPlan:
     vector field, the text table's vtable offset, the text's length, the text,
     *`constants`)."""
 
-    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "named", "order",
-                 "packer", "size", "table_end_from_top", "table_plan", "text_table_from_top",
-                 "text_vtable_from_top", "vtable_from_top")
+    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "order",
+                 "packer", "size", "table_end_from_top", "table_plan", "text_plan",
+                 "text_table_from_top", "text_vtable_from_top", "vtable_from_top")
 
     def __init__(self, table_plan: _TablePlan, table_vtable: int, text_plan: _TablePlan,
                  text_vtable: int, values: tuple[Any, ...], count: int, text_size: int) -> None:
         self.table_plan = table_plan
+        self.text_plan = text_plan
         # Above `top`: the vector's length word, the text's length word, bytes,
         # terminating zero and padding, then the text table (where the table starts).
         text_from_top = 4 + 4 + text_size
@@ -793,8 +765,58 @@ class _TailPlan:
                                     + text_plan.packer.format[1:]
                                     + f"I{text_size}sI{count}I")
         self.size = self.packer.size
-        # the padded size of a one result's name packed above it -> the struct of both
-        self.named: dict[int, struct.Struct] = {}
+
+
+class _RowPlan:
+    """What `StringVectorsTables` packs for one shape of row: from the lowest
+    address, the tail (`_TailPlan`: the table, the location's table and text,
+    the outputs vector with its one element), the result's name (its length
+    word, bytes and padding: `name_size` bytes), the inputs vector (`count`
+    elements) and the child (`_ChildPlan`).
+
+    Positions are fixed distances from where the child ends (the buffer's
+    offset before the row): the child starts `child_size` above it, the
+    inputs vector's first element (`top`) `inputs_size` above that, the name
+    `name_from_inputs` above `top` and the outputs vector's element (the
+    tail's top) 4 above the name. So the table's child and inputs fields are
+    constants too, and what varies from row to row is packed between
+    constant runs of bytes worked out once: the two vtable offsets, the
+    text, the name, the inputs and the child's vtable offset."""
+
+    __slots__ = ("child_fields", "child_size", "inputs_head", "inputs_size", "name_from_inputs",
+                 "outputs", "packer", "size", "table_constants", "table_end_from_top",
+                 "table_plan", "table_start_from_top", "table_vtable_from_top", "text_constants",
+                 "text_vtable_from_top", "vtable")
+
+    def __init__(self, child: _ChildPlan, tail: _TailPlan, count: int, name_size: int) -> None:
+        self.child_size = child.size
+        self.child_fields = child.fields
+        self.vtable = child.vtable
+        self.inputs_size = 4 * count
+        self.inputs_head = _UINT32.pack(count)
+        self.name_from_inputs = 4 + name_size  # past the inputs' length word and the name
+        table_top_from_top = self.name_from_inputs + 4
+        self.table_plan = tail.table_plan
+        self.table_vtable_from_top = tail.vtable_from_top
+        self.text_vtable_from_top = tail.text_vtable_from_top
+        self.table_start_from_top = tail.text_table_from_top
+        self.table_end_from_top = tail.table_end_from_top
+        # The tail with every varying value 0, cut into the constant runs
+        # between them: the table's fields after its vtable offset, the text
+        # table's after its own, and the outputs vector (its length and element).
+        child_field = table_top_from_top + tail.child_from_top + 4 * count
+        inputs_field = table_top_from_top + tail.first_vector_from_top - 4
+        sample = tail.packer.pack(*tail.order((0, child_field, inputs_field, 0, 0, b"",
+                                               *tail.constants)), 4)
+        table_size, text_table_size = tail.table_plan.size, tail.text_plan.size
+        self.table_constants = sample[4:table_size]
+        self.text_constants = sample[table_size + 4:table_size + text_table_size]
+        self.outputs = sample[-8:]
+        text_size = tail.size - table_size - text_table_size - 12
+        self.packer = struct.Struct(
+            f"<i{len(self.table_constants)}si{len(self.text_constants)}sI{text_size}s8s"
+            f"I{name_size - 4}s4s{count}Ii{len(child.fields)}s")
+        self.size = self.packer.size
 
 
 class _VectorTablePlan:
