@@ -298,11 +298,13 @@ class Builder:
         for values, child, first, last, text in rows:
             head = self.head
             data = self.Bytes
-            if child.__class__ is tuple and len(last) == 1 and text \
-                    and not (head - len(data)) & 3 and last[0] not in shared:
+            if child and len(last) == 1 and text and not (head - len(data)) & 3 \
+                    and last[0] not in shared:
                 raw = text.encode()
                 name_raw = last[0].encode()
-                key = (values, child, len(first), (len(raw) + 4) & -4, (len(name_raw) + 8) & -4)
+                # A child built before (an offset) is no part of the shape.
+                key = (values, child if child.__class__ is tuple else None, len(first),
+                       (len(raw) + 4) & -4, (len(name_raw) + 8) & -4)
                 try:
                     plan = plans.get(key)
                 except TypeError:  # not hashable: not numbers only
@@ -317,34 +319,33 @@ class Builder:
                         while self.head < size:
                             self._grow()
                         head, data = self.head, self.Bytes
-                    start = len(data) - head  # where the child ends
-                    child_offset = start + plan.child_size
-                    top = child_offset + plan.inputs_size  # input i is `top - 4 * i` from the end
-                    name = top + plan.name_from_inputs
-                    table_top = name + 4  # the outputs vector's one element
+                    start = len(data) - head  # where the child (if packed here) ends
+                    if plan.child_fields is None:
+                        child_offset = child
+                        packed_child: tuple[Any, ...] = ()
+                        if child_offset > start:  # not yet built: the general calls refuse it
+                            offsets.append(self._string_vectors_table(
+                                layout, values, child, (first, last), text_layout, text))
+                            continue
+                    else:
+                        child_offset = start + plan.child_size
+                        packed_child = (plan.vtable - child_offset, plan.child_fields)
+                    top = start + plan.inputs_from_start  # input i is `top - 4 * i` from the end
                     count = len(inputs)
                     if count == 1:
-                        plan.packer.pack_into(
-                            data, head - size, plan.table_vtable_from_top - table_top,
-                            plan.table_constants, plan.text_vtable_from_top - table_top,
-                            plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
-                            name_raw, plan.inputs_head, top - inputs[0],
-                            plan.vtable - child_offset, plan.child_fields)
+                        input_fields: Any = (top - inputs[0],)
                     elif count == 2:
-                        plan.packer.pack_into(
-                            data, head - size, plan.table_vtable_from_top - table_top,
-                            plan.table_constants, plan.text_vtable_from_top - table_top,
-                            plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
-                            name_raw, plan.inputs_head, top - inputs[0], top - 4 - inputs[1],
-                            plan.vtable - child_offset, plan.child_fields)
+                        input_fields = (top - inputs[0], top - 4 - inputs[1])
                     else:
-                        plan.packer.pack_into(
-                            data, head - size, plan.table_vtable_from_top - table_top,
-                            plan.table_constants, plan.text_vtable_from_top - table_top,
-                            plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
-                            name_raw, plan.inputs_head,
-                            *map(sub, range(top, top - 4 * count, -4), inputs),
-                            plan.vtable - child_offset, plan.child_fields)
+                        input_fields = map(sub, range(top, top - 4 * count, -4), inputs)
+                    name = top + plan.name_from_inputs
+                    table_top = name + 4  # the outputs vector's one element
+                    plan.packer.pack_into(
+                        data, head - size, plan.table_vtable_from_top - table_top,
+                        plan.table_constants, table_top + plan.child_from_top - child_offset,
+                        plan.table_constants_after_child, plan.text_vtable_from_top - table_top,
+                        plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
+                        name_raw, plan.inputs_head, *input_fields, *packed_child)
                     shared[last[0]] = name
                     self.head = head - size
                     self._last_table = (table_top + plan.table_start_from_top, plan.table_plan)
@@ -357,13 +358,16 @@ class Builder:
     def _row_plan(self, layout: TableLayout, text_layout: TableLayout,
                   plans: dict[tuple[Any, ...], _RowPlan], key: tuple[Any, ...]) -> _RowPlan | None:
         """`StringVectorsTables`' pack for `key`, made once the vtables of its
-        child, table and text table are written (None until then)."""
+        child (if packed with it), table and text table are written (None until
+        then)."""
         values, child, count, text_size, name_size = key
-        packed = self._children.get(child)
-        if packed is None:
-            packed = self._child_plan(*child)
+        packed = None
+        if child is not None:
+            packed = self._children.get(child)
             if packed is None:
-                return None
+                packed = self._child_plan(*child)
+                if packed is None:
+                    return None
         tail_key = (layout, values, text_layout, 1, text_size)
         tail = self._tails.get(tail_key)
         if tail is None:
@@ -772,50 +776,59 @@ class _RowPlan:
     address, the tail (`_TailPlan`: the table, the location's table and text,
     the outputs vector with its one element), the result's name (its length
     word, bytes and padding: `name_size` bytes), the inputs vector (`count`
-    elements) and the child (`_ChildPlan`).
+    elements) and, unless it was built before, the child (`_ChildPlan`).
 
-    Positions are fixed distances from where the child ends (the buffer's
-    offset before the row): the child starts `child_size` above it, the
-    inputs vector's first element (`top`) `inputs_size` above that, the name
-    `name_from_inputs` above `top` and the outputs vector's element (the
-    tail's top) 4 above the name. So the table's child and inputs fields are
-    constants too, and what varies from row to row is packed between
-    constant runs of bytes worked out once: the two vtable offsets, the
-    text, the name, the inputs and the child's vtable offset."""
+    Positions are fixed distances from `start`, the buffer's offset before
+    the row: the inputs vector's first element (`top`) is `inputs_from_start`
+    above it, the name `name_from_inputs` above `top` and the outputs
+    vector's element (the tail's top) 4 above the name. What varies from row
+    to row (the two vtable offsets, the child field, the text, the name, the
+    inputs and the child's vtable offset) is packed between constant runs of
+    bytes worked out once."""
 
-    __slots__ = ("child_fields", "child_size", "inputs_head", "inputs_size", "name_from_inputs",
-                 "outputs", "packer", "size", "table_constants", "table_end_from_top",
-                 "table_plan", "table_start_from_top", "table_vtable_from_top", "text_constants",
-                 "text_vtable_from_top", "vtable")
+    __slots__ = ("child_fields", "child_from_top", "child_size", "inputs_from_start",
+                 "inputs_head", "name_from_inputs", "outputs", "packer", "size",
+                 "table_constants", "table_constants_after_child", "table_end_from_top",
+                 "table_plan", "table_start_from_top", "table_vtable_from_top",
+                 "text_constants", "text_vtable_from_top", "vtable")
 
-    def __init__(self, child: _ChildPlan, tail: _TailPlan, count: int, name_size: int) -> None:
-        self.child_size = child.size
-        self.child_fields = child.fields
-        self.vtable = child.vtable
-        self.inputs_size = 4 * count
+    def __init__(self, child: _ChildPlan | None, tail: _TailPlan, count: int,
+                 name_size: int) -> None:
+        # A child packed here: its size, fields' bytes (None: built before) and vtable
+        self.child_size = child.size if child is not None else 0
+        self.child_fields = child.fields if child is not None else None
+        self.vtable = child.vtable if child is not None else 0
+        self.inputs_from_start = self.child_size + 4 * count
         self.inputs_head = _UINT32.pack(count)
         self.name_from_inputs = 4 + name_size  # past the inputs' length word and the name
-        table_top_from_top = self.name_from_inputs + 4
         self.table_plan = tail.table_plan
         self.table_vtable_from_top = tail.vtable_from_top
         self.text_vtable_from_top = tail.text_vtable_from_top
+        self.child_from_top = tail.child_from_top
         self.table_start_from_top = tail.text_table_from_top
         self.table_end_from_top = tail.table_end_from_top
         # The tail with every varying value 0, cut into the constant runs
-        # between them: the table's fields after its vtable offset, the text
-        # table's after its own, and the outputs vector (its length and element).
-        child_field = table_top_from_top + tail.child_from_top + 4 * count
-        inputs_field = table_top_from_top + tail.first_vector_from_top - 4
-        sample = tail.packer.pack(*tail.order((0, child_field, inputs_field, 0, 0, b"",
-                                               *tail.constants)), 4)
+        # between them: the table's fields after its vtable offset (before and
+        # after the child field; the inputs field's distance is the same in
+        # every row), the text table's after its own vtable offset, and the
+        # outputs vector (its length and element).
+        inputs_field = self.name_from_inputs + 4 + tail.first_vector_from_top - 4
+        sample = tail.packer.pack(*tail.order((0, 0, inputs_field, 0, 0, b"", *tail.constants)),
+                                  4)
         table_size, text_table_size = tail.table_plan.size, tail.text_plan.size
-        self.table_constants = sample[4:table_size]
+        # A field `end` from the table's start lies `table size - end` bytes
+        # above its lowest address.
+        child_field = table_size - (tail.child_from_top - tail.text_table_from_top)
+        self.table_constants = sample[4:child_field]
+        self.table_constants_after_child = sample[child_field + 4:table_size]
         self.text_constants = sample[table_size + 4:table_size + text_table_size]
         self.outputs = sample[-8:]
         text_size = tail.size - table_size - text_table_size - 12
+        child_format = "" if child is None else f"i{len(child.fields)}s"
         self.packer = struct.Struct(
-            f"<i{len(self.table_constants)}si{len(self.text_constants)}sI{text_size}s8s"
-            f"I{name_size - 4}s4s{count}Ii{len(child.fields)}s")
+            f"<i{len(self.table_constants)}sI{len(self.table_constants_after_child)}s"
+            f"i{len(self.text_constants)}sI{text_size}s8sI{name_size - 4}s4s{count}I"
+            + child_format)
         self.size = self.packer.size
 
 
