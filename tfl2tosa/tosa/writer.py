@@ -321,7 +321,7 @@ _DATA_OPS = frozenset({"tosa.const", "tosa.const_shape"})
 class _Block:
     __slots__ = ("graph", "inputs", "outputs", "shapes", "tensors")
 
-    def __init__(self, graph: Graph, tensors: list[_Tensor]) -> None:
+    def __init__(self, graph: Graph, tensors: list[_Tensor | tuple[str, TensorType]]) -> None:
         self.graph = graph
         self.tensors = tensors
         self.shapes: list[tuple[str, list[int]]] = []
@@ -402,7 +402,7 @@ class _Serializer:
                         else:
                             used.add(name)
                         of_value[id(value)] = name
-                        tensors.append(_Tensor(name, value.type))
+                        tensors.append((name, value.type))  # a `_Tensor` without data
                         continue
                     if isinstance(value.type, ShapeType):
                         raise IRError(f"{op.name}: shape values other than tosa.const_shape "
@@ -467,36 +467,66 @@ class _Serializer:
         fb.TosaRegionAddBlocks(b, blocks_vec)
         return fb.TosaRegionEnd(b)
 
-    def _tensor_tables(self, tensors: list[_Tensor]) -> list[int]:
-        """The table of each tensor, in order."""
+    def _tensor_tables(self, tensors: list[_Tensor | tuple[str, TensorType]]) -> list[int]:
+        """The table of each tensor, in order: a (name, type) is a tensor without data.
+
+        The usual tensor's row (`Builder.Int32VectorTables`: its name, shape
+        and fields) waits in `rows`; the rows are written before anything else
+        is (a tensor with data, or one taking the steps of
+        `_tensor_table_by_steps`), keeping the order."""
         # The element types of a module are few and live as long as it does:
         # its first tensor of each, or a variable's, takes the steps of
         # `_tensor_table_by_steps`.
         dtypes = self.dtypes
         b = self.builder
         shared = b._shared
-        vector_table = b.Int32VectorTable
+        write_rows = b.Int32VectorTables
         offsets: list[int] = []
+        rows: list[tuple[int, Any, tuple[Any, ...]]] = []
+        waiting: list[tuple[str, TensorType]] = []  # the tensor of each row
         for tensor in tensors:
+            if isinstance(tensor, tuple):
+                name, tensor_type = tensor
+                dtype = dtypes.get(id(tensor_type.element))
+                name_offset = shared.get(name)
+                if dtype is not None and name_offset is not None:
+                    dims = tensor_type.shape
+                    rows.append((name_offset, () if dims is None else dims,
+                                 (dtype, _NO_DATA, False, 0, dims is None)))
+                    waiting.append(tensor)
+                    continue
+                tensor = _Tensor(name, tensor_type)
+            if rows:
+                offsets += self._tensor_rows(rows, waiting)
             tensor_type = tensor.type
             dtype = dtypes.get(id(tensor_type.element))
             if dtype is None or tensor.variable_name is not None:
                 offsets.append(self._tensor_table_by_steps(tensor))
                 continue
             dims = tensor_type.shape
-            name = shared.get(tensor.name)
-            if name is None:
-                name = b.CreateSharedString(tensor.name)
+            name_offset = b.CreateSharedString(tensor.name)
             no_data = tensor.data is None
-            try:  # the shape vector and the table in one
-                offsets.append(vector_table(_TENSOR, name, () if dims is None else dims,
-                                            (dtype, _NO_DATA if no_data else _DATA, False, 0,
-                                             dims is None)))
-            except struct.error:
-                self._refuse_shape(tensor)
-                raise
+            offsets += self._tensor_rows([(name_offset, () if dims is None else dims,
+                                           (dtype, _NO_DATA if no_data else _DATA, False, 0,
+                                            dims is None))],
+                                         [(tensor.name, tensor_type)])
             if not no_data or tensor.blob is not None:
                 self._add_blob(tensor)
+        if rows:
+            offsets += self._tensor_rows(rows, waiting)
+        return offsets
+
+    def _tensor_rows(self, rows: list[tuple[int, Any, tuple[Any, ...]]],
+                     tensors: list[tuple[str, TensorType]]) -> list[int]:
+        """Write `rows`, the tables of `tensors` (name, type), and empty both lists."""
+        try:
+            offsets = self.builder.Int32VectorTables(_TENSOR, rows)
+        except struct.error:
+            for name, tensor_type in tensors:
+                self._refuse_shape(_Tensor(name, tensor_type))
+            raise
+        rows.clear()
+        tensors.clear()
         return offsets
 
     def _tensor_table_by_steps(self, tensor: _Tensor) -> int:

@@ -438,36 +438,45 @@ class Builder:
         """A table whose first field is `first` (the offset of something built
         before), its second a vector of the int32s `ints` built right before it
         (`CreateInt32Vector`), then `values` (numbers, or offsets left out as 0):
-        a tensor, its name and shape. Once the buffer is 4-aligned and the
-        table's vtable written, the vector and the table are one pack
-        (`_VectorTablePlan`)."""
-        head = self.head
-        if (head - len(self.Bytes)) & 3 or self.minalign < 4 or first == 0:
-            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        count = len(ints)
-        key = (layout, values, count)
-        packed = self._vector_tables.get(key)
-        if packed is None:
-            packed = self._vector_table_plan(key)
-            if packed is None:
-                return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        size = packed.size
-        if head < size:
-            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        start = len(self.Bytes) - head + 4 * count + 4  # the vector's, where the table starts
-        if first > start:
-            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        try:
-            packed.packer.pack_into(
-                self.Bytes, head - size,
-                *packed.order((packed.vtable_from_start - start,
-                               start + packed.first_from_start - first, *packed.constants)),
-                *ints)
-        except struct.error:  # a value out of range: the general calls refuse it
-            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        self.head = head - size
-        self._last_table = (start, packed.plan)
-        return start + packed.plan.size
+        a tensor, its name and shape (see `Int32VectorTables`)."""
+        return self.Int32VectorTables(layout, ((first, ints, values),))[0]
+
+    def Int32VectorTables(self, layout: TableLayout,
+                          rows: Iterable[tuple[int, Sequence[int], tuple[Any, ...]]]
+                          ) -> list[int]:
+        """`Int32VectorTable(layout, first, ints, values)` of each row (first,
+        ints, values), one after another: the tensors of a block. Once the
+        buffer is 4-aligned and the table's vtable written, a row's vector and
+        table are one pack (`_VectorTablePlan`)."""
+        plans = self._vector_tables
+        offsets: list[int] = []
+        for first, ints, values in rows:
+            head = self.head
+            count = len(ints)
+            if not (head - len(self.Bytes)) & 3 and self.minalign >= 4 and first:
+                key = (layout, values, count)
+                packed = plans.get(key)
+                if packed is None:
+                    packed = self._vector_table_plan(key)
+                if packed is not None and head >= packed.size:
+                    size = packed.size
+                    start = len(self.Bytes) - head + 4 * count + 4  # the vector's and the table's
+                    if first > start:
+                        raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+                    try:
+                        packed.packer.pack_into(
+                            self.Bytes, head - size, packed.vtable_from_start - start,
+                            packed.before_first, start + packed.first_from_start - first,
+                            packed.after_first, *ints)
+                    except struct.error:  # a value out of range: the general calls refuse it
+                        pass
+                    else:
+                        self.head = head - size
+                        self._last_table = (start, packed.plan)
+                        offsets.append(start + packed.plan.size)
+                        continue
+            offsets.append(self.Table(layout, (first, self.CreateInt32Vector(ints), *values)))
+        return offsets
 
     def _vector_table_plan(self, key: tuple[Any, ...]) -> _VectorTablePlan | None:
         """`Int32VectorTable`'s pack for `key`, once its table's vtable is written
@@ -833,13 +842,15 @@ class _RowPlan:
 
 
 class _VectorTablePlan:
-    """What `Int32VectorTable` packs for one shape (the table's plan and number
+    """What `Int32VectorTables` packs for one shape (the table's plan and number
     fields, the vector's length): the table, then the vector. Positions are
-    fixed distances from `start`, the vector's offset and the table's start;
-    the packed values are put in order by `order` from (the vtable offset,
-    the first field, *`constants`)."""
+    fixed distances from `start`, the vector's offset and the table's start.
+    What varies from row to row (the vtable offset, the first field, the
+    vector's elements) is packed between constant runs of bytes worked out
+    once: the table's fields before and after the first, and the vector's
+    length."""
 
-    __slots__ = ("constants", "first_from_start", "order", "packer", "plan", "size",
+    __slots__ = ("after_first", "before_first", "first_from_start", "packer", "plan", "size",
                  "vtable_from_start")
 
     def __init__(self, plan: _TablePlan, vtable: int, values: tuple[Any, ...],
@@ -853,11 +864,15 @@ class _VectorTablePlan:
                 self.first_from_start = deltas[at]
             elif index == 1:
                 vector_field = deltas[at]  # the vector starts where the table does
-        # Each packed table value's place in the tuple `order` reads: the first
-        # field (1), the vector (2), a value of `values` (3 on), then the count.
-        self.constants = (vector_field, *values, count)
-        self.order = itemgetter(0, *[1 + index for index in plan.indices], 3 + len(values))
-        self.packer = struct.Struct(plan.packer.format + f"I{count}i")
+        # The table with its vtable offset and first field 0, cut around the
+        # first field, which lies `table size - its distance` above the table's
+        # lowest address.
+        table = plan.packer.pack(0, *plan.present_values((0, vector_field, *values)))
+        first = plan.size - self.first_from_start
+        self.before_first = table[4:first]
+        self.after_first = table[first + 4:] + _UINT32.pack(count)
+        self.packer = struct.Struct(f"<i{len(self.before_first)}sI{len(self.after_first)}s"
+                                    f"{count}i")
         self.size = self.packer.size
 
 
