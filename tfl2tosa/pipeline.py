@@ -27,6 +27,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -118,7 +120,8 @@ class ConversionReport(Record):
 
 
 def op_counts(module: Module) -> dict[str, int]:
-    return dict(sorted(Counter(op.name for _, op in module.ops()).items()))
+    ops = chain.from_iterable(graph.ops for graph in module.graphs.values())
+    return dict(sorted(Counter(map(attrgetter("name"), ops)).items()))
 
 
 def _timed(report: ConversionReport, stage: str, fn: Any, *args: Any,

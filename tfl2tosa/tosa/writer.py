@@ -33,6 +33,7 @@ import math
 import os
 import struct
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -316,6 +317,7 @@ class _Tensor:
 
 # Ops whose results' data the file holds (a tensor's values, a shape's).
 _DATA_OPS = frozenset({"tosa.const", "tosa.const_shape"})
+_NAME = attrgetter("name")  # an op's
 
 
 class _Block:
@@ -346,9 +348,11 @@ class _Serializer:
         self.dtypes: dict[int, int] = {}  # id of an element type -> its flatbuffer DType
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
-        for _, op in self.module.ops():
-            if op.name == "tosa.variable":
-                self._declare_variable(op)
+        for graph in self.module.graphs.values():
+            if "tosa.variable" in map(_NAME, graph.ops):  # few graphs have one
+                for op in graph.ops:
+                    if op.name == "tosa.variable":
+                        self._declare_variable(op)
         blocks = [self._collect(graph) for graph in self.module.graphs.values()]
         b = self.builder
         regions = [self._region(block) for block in blocks]
