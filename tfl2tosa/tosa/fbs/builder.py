@@ -85,7 +85,7 @@ class Builder:
                               dict[tuple[Any, ...], _RowPlan]] = {}
         self._tails: dict[tuple[Any, ...], _TailPlan] = {}
         self._children: dict[tuple[Any, ...], _ChildPlan] = {}
-        # `Int32VectorTable`'s packs by (layout, values, length)
+        # `Int32VectorTables`' packs by (layout, values, length)
         self._vector_tables: dict[tuple[Any, ...], _VectorTablePlan] = {}
 
     # -- positions and space
