@@ -33,6 +33,7 @@ import math
 import os
 import struct
 from collections.abc import Iterator
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -315,6 +316,9 @@ class _Tensor:
         self.blob: _Blob | None = None  # encoded data, shared by a variable's copies
 
 
+# What a `.tosa` file's metadata takes per op, a little more than most models'.
+_METADATA_PER_OP = 256
+
 # Ops whose results' data the file holds (a tensor's values, a shape's).
 _DATA_OPS = frozenset({"tosa.const", "tosa.const_shape"})
 _NAME = attrgetter("name")  # an op's
@@ -338,7 +342,10 @@ class _Serializer:
         self.module = module
         self.names = _Names()
         self.variables: dict[str, _Tensor] = {}  # variable name -> its tensor
-        self.builder = Builder(4096)
+        # Room for the metadata (an op's table, names and location, its result's
+        # tensor) of the ops: the buffer then seldom grows, which copies it.
+        ops = sum(len(graph.ops) for graph in module.graphs.values())
+        self.builder = Builder(max(4096, _METADATA_PER_OP * ops))
         self.blobs: list[_Blob] = []
         # (element type, int) -> a `value` attribute's padded bytes: clamps repeat bounds
         self.encoded_values: dict[tuple[Any, int], bytes] = {}
@@ -474,19 +481,17 @@ class _Serializer:
     def _tensor_tables(self, tensors: list[_Tensor | tuple[str, TensorType]]) -> list[int]:
         """The table of each tensor, in order: a (name, type) is a tensor without data.
 
-        The usual tensor's row (`Builder.Int32VectorTables`: its name, shape
-        and fields) waits in `rows`; the rows are written before anything else
-        is (a tensor with data, or one taking the steps of
-        `_tensor_table_by_steps`), keeping the order."""
+        A tensor's row (`Builder.Int32VectorTables`: its name, shape and fields,
+        and for a constant the registering of its data) waits in `rows`; the
+        rows are written before anything else is (a name not yet written, a
+        tensor taking the steps of `_tensor_table_by_steps`), keeping the order."""
         # The element types of a module are few and live as long as it does:
         # its first tensor of each, or a variable's, takes the steps of
         # `_tensor_table_by_steps`.
         dtypes = self.dtypes
-        b = self.builder
-        shared = b._shared
-        write_rows = b.Int32VectorTables
+        shared = self.builder._shared
         offsets: list[int] = []
-        rows: list[tuple[int, Any, tuple[Any, ...]]] = []
+        rows: list[tuple[int, Any, tuple[Any, ...], Any]] = []
         waiting: list[tuple[str, TensorType]] = []  # the tensor of each row
         for tensor in tensors:
             if isinstance(tensor, tuple):
@@ -496,31 +501,33 @@ class _Serializer:
                 if dtype is not None and name_offset is not None:
                     dims = tensor_type.shape
                     rows.append((name_offset, () if dims is None else dims,
-                                 (dtype, _NO_DATA, False, 0, dims is None)))
+                                 (dtype, _NO_DATA, False, 0, dims is None), None))
                     waiting.append(tensor)
                     continue
                 tensor = _Tensor(name, tensor_type)
-            if rows:
-                offsets += self._tensor_rows(rows, waiting)
             tensor_type = tensor.type
             dtype = dtypes.get(id(tensor_type.element))
-            if dtype is None or tensor.variable_name is not None:
-                offsets.append(self._tensor_table_by_steps(tensor))
-                continue
+            name_offset = shared.get(tensor.name)
+            if dtype is None or tensor.variable_name is not None or name_offset is None:
+                if rows:
+                    offsets += self._tensor_rows(rows, waiting)
+                if dtype is None or tensor.variable_name is not None:
+                    offsets.append(self._tensor_table_by_steps(tensor))
+                    continue
+                name_offset = self.builder.CreateSharedString(tensor.name)
             dims = tensor_type.shape
-            name_offset = b.CreateSharedString(tensor.name)
             no_data = tensor.data is None
-            offsets += self._tensor_rows([(name_offset, () if dims is None else dims,
-                                           (dtype, _NO_DATA if no_data else _DATA, False, 0,
-                                            dims is None))],
-                                         [(tensor.name, tensor_type)])
-            if not no_data or tensor.blob is not None:
-                self._add_blob(tensor)
+            # A constant's data is registered once its table is written.
+            rows.append((name_offset, () if dims is None else dims,
+                         (dtype, _NO_DATA if no_data else _DATA, False, 0, dims is None),
+                         None if no_data and tensor.blob is None
+                         else partial(self._add_blob, tensor)))
+            waiting.append((tensor.name, tensor_type))
         if rows:
             offsets += self._tensor_rows(rows, waiting)
         return offsets
 
-    def _tensor_rows(self, rows: list[tuple[int, Any, tuple[Any, ...]]],
+    def _tensor_rows(self, rows: list[tuple[int, Any, tuple[Any, ...], Any]],
                      tensors: list[tuple[str, TensorType]]) -> list[int]:
         """Write `rows`, the tables of `tensors` (name, type), and empty both lists."""
         try:

@@ -439,18 +439,20 @@ class Builder:
         before), its second a vector of the int32s `ints` built right before it
         (`CreateInt32Vector`), then `values` (numbers, or offsets left out as 0):
         a tensor, its name and shape (see `Int32VectorTables`)."""
-        return self.Int32VectorTables(layout, ((first, ints, values),))[0]
+        return self.Int32VectorTables(layout, ((first, ints, values, None),))[0]
 
     def Int32VectorTables(self, layout: TableLayout,
-                          rows: Iterable[tuple[int, Sequence[int], tuple[Any, ...]]]
-                          ) -> list[int]:
+                          rows: Iterable[tuple[int, Sequence[int], tuple[Any, ...],
+                                               Callable[[], None] | None]]) -> list[int]:
         """`Int32VectorTable(layout, first, ints, values)` of each row (first,
-        ints, values), one after another: the tensors of a block. Once the
-        buffer is 4-aligned and the table's vtable written, a row's vector and
-        table are one pack (`_VectorTablePlan`)."""
+        ints, values, then), one after another, calling `then` (unless None)
+        right after its row's table is written, when `FieldOffset` tells where
+        the table's fields are: the tensors of a block. Once the buffer is
+        4-aligned and the table's vtable written, a row's vector and table are
+        one pack (`_VectorTablePlan`)."""
         plans = self._vector_tables
         offsets: list[int] = []
-        for first, ints, values in rows:
+        for first, ints, values, then in rows:
             head = self.head
             count = len(ints)
             if not (head - len(self.Bytes)) & 3 and self.minalign >= 4 and first:
@@ -474,8 +476,12 @@ class Builder:
                         self.head = head - size
                         self._last_table = (start, packed.plan)
                         offsets.append(start + packed.plan.size)
+                        if then is not None:
+                            then()
                         continue
             offsets.append(self.Table(layout, (first, self.CreateInt32Vector(ints), *values)))
+            if then is not None:
+                then()
         return offsets
 
     def _vector_table_plan(self, key: tuple[Any, ...]) -> _VectorTablePlan | None:
