@@ -282,14 +282,14 @@ class Builder:
 
         Each piece those calls write leaves the buffer 4-aligned, so once it
         is, the pieces follow one another without padding but the strings'.
-        The usual operator (a child of numbers only, inputs whose names are
-        written, one result whose name is not, a location) is then one pack:
-        from the lowest address, the table, the location's table, its text,
-        the outputs vector, the result's name, the inputs vector and the child
-        (`_RowPlan`), laid out once per shape: the table's numbers and child,
-        the input count and the padded sizes of the text and the name. Any
-        other row, or one whose tables' vtables are not yet written, takes
-        the general calls."""
+        The usual operator (its child a table of numbers only or one built
+        before, inputs whose names are written, one result whose name is not,
+        a location) is then one pack: from the lowest address, the table, the
+        location's table, its text, the outputs vector, the result's name, the
+        inputs vector and the child unless built before (`_RowPlan`), laid out
+        once per shape: the table's numbers, the child's, the input count and
+        the padded sizes of the text and the name. Any other row, or one whose
+        tables' vtables are not yet written, takes the general calls."""
         plans = self._row_plans.get((layout, text_layout))
         if plans is None:
             plans = self._row_plans[layout, text_layout] = {}
@@ -411,7 +411,7 @@ class Builder:
         return child
 
     def _tail_plan(self, key: tuple[Any, ...]) -> _TailPlan | None:
-        """The tail `StringVectorsTable` packs for `key`, made once both its tables'
+        """The tail of `StringVectorsTables`' packs for `key`, made once both its tables'
         vtables are written (None until then)."""
         layout, values, text_layout, count, text_size = key
         if layout.align_mask != 3 or text_layout.align_mask != 3 \
@@ -733,9 +733,9 @@ class _ChildPlan:
 
 
 class _TailPlan:
-    """What `StringVectorsTable` packs in one go for one shape (its table's plan
-    and number fields, the last vector's length, the text's padded size): from
-    the lowest address up, the table, the text's table, the text and the last
+    """The lower part of a `_RowPlan`, for one shape (its table's plan and
+    number fields, the last vector's length, the text's padded size): from the
+    lowest address up, the table, the text's table, the text and the last
     vector of strings. Every position in it is a fixed distance from `top`,
     the last vector's first element; the packed values are put in order by
     `order` from (the table's vtable offset, its child field, its first
