@@ -235,10 +235,25 @@ def test_strip_holds_unsigned_constants_as_signless_storage(quantized_input):
                        {"values": np.array([200, 3], np.uint8)}).result
     out = b.op("test.use", [x, weights], TensorType((2,), f32))
     graph.set_outputs([out])
-    strip_func_quant_types(module)
+    assert strip_func_quant_types(module)  # changed, so CSE runs again
     payload = weights.owner.attrs["values"]
     assert payload.dtype == np.int8 and payload.tolist() == [-56, 3]
     assert [op.name for op in graph.ops] == ["tosa.const", "test.use"]
+
+
+def test_strip_tells_whether_a_float_module_changed():
+    # Nothing quantized or unsigned: the module is left as it was, and says so
+    # (the pipeline then skips a CSE and DCE that would find nothing to do).
+    module = Module()
+    graph = module.add_graph(Graph("f"))
+    x = graph.add_input("x", TensorType((2,), f32))
+    b = Builder(graph)
+    weights = b.create("tosa.const", [], [TensorType((2,), i8)],
+                       {"values": np.array([-56, 3], np.int8)}).result
+    graph.set_outputs([b.op("test.use", [x, weights], TensorType((2,), f32))])
+    before = print_module(module)
+    assert not strip_func_quant_types(module)
+    assert print_module(module) == before
 
 
 # ---------------------------------------------------------------------------
@@ -539,6 +554,9 @@ def test_cse_matches_its_definition_on_random_graphs(specs):
     assert graph.ops == kept and graph.outputs == outputs
     assert all(op.operands == operands_of[id(op)] for op in kept)
     graph.verify_structure()
+    # One pass leaves nothing to merge: the pipeline skips a second one on a
+    # module nothing changed since.
+    assert cse(module) == 0 and graph.ops == kept
 
 
 def test_dce_removes_dead_chains_in_every_graph():

@@ -213,3 +213,50 @@ def test_operator_first_in_a_fresh_buffer(loc):
         return bytes(b.Output())
 
     assert build(Builder(1), ours=True) == build(flatbuffers.Builder(1), ours=False)
+
+
+# An operator row: its op, attribute table (concat's axis, and whether it is
+# built before the row, as the writer builds one with vectors or strings),
+# inputs (indices of earlier rows' results, or -1 for a name not yet written),
+# result count and location.
+row_specs = st.tuples(st.integers(0, 80), st.integers(-2 ** 31, 2 ** 31 - 1), st.booleans(),
+                      st.lists(st.integers(-1, 40), max_size=5), st.integers(1, 2), names)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(row_specs, min_size=1, max_size=40), st.sampled_from([1, 64, 4096]))
+def test_operator_rows_same_bytes_as_flatbuffers_builder(rows, initial_size):
+    # A block's operators as the writer builds them: each op's inputs are
+    # mostly earlier results, so after the first rows of a shape (which write
+    # the vtables) most rows are packed whole.
+    specs = []
+    for i, (op, axis, built, inputs, results, loc) in enumerate(rows):
+        input_names = [f"in{j}" if j < 0 or j >= i else f"r{j}_0" for j in inputs]
+        specs.append((op, axis, built, input_names, [f"r{i}_{k}" for k in range(results)], loc))
+
+    def build(b, ours: bool) -> bytes:
+        ops, waiting = [], []
+        for op, axis, built, inputs, outputs, loc in specs:
+            values = (op, fb.Attribute.ConcatAttribute)
+            if ours and not built:
+                waiting.append((values, (CONCAT, (axis,)), inputs, outputs, loc))
+                continue
+            if ours:  # the rows waiting are written first, as the writer does
+                ops += b.StringVectorsTables(OPERATOR, LOCATION, waiting)
+                waiting.clear()
+                child = b.Table(CONCAT, (axis,))
+                ops += b.StringVectorsTables(OPERATOR, LOCATION,
+                                             [(values, child, inputs, outputs, loc)])
+                continue
+            fb.ConcatAttributeStart(b)
+            fb.ConcatAttributeAddAxis(b, axis)
+            concat = fb.ConcatAttributeEnd(b)
+            ops.append(_flatbuffers_operator(b, op, fb.Attribute.ConcatAttribute, concat,
+                                             inputs, outputs, loc))
+        if waiting:
+            ops += b.StringVectorsTables(OPERATOR, LOCATION, waiting)
+        b.Finish(_table_vector(b, ops, ours), file_identifier=b"TOSA")
+        return bytes(b.Output())
+
+    assert build(Builder(initial_size), ours=True) == \
+        build(flatbuffers.Builder(initial_size), ours=False)

@@ -371,6 +371,23 @@ def test_writer_refuses_values_beyond_int32_by_name() -> None:
         write_tosa(_with_result_shape(const_module(np.zeros(2), "i8"), (3,)))
 
 
+@pytest.mark.parametrize("before", [0, 1, 3])
+def test_writer_refuses_a_shape_beyond_int32_among_tensors_of_its_type(before: int) -> None:
+    # Tensors of an element type met before are written together; the one
+    # whose shape does not fit is named, wherever it stands among them.
+    module = Module()
+    graph = module.add_graph(Graph("main"))
+    value = graph.add_input("x", TensorType((2,), scalar_type("f32")))
+    for i in range(before + 2):
+        shape = (1, 1 << 31) if i == before + 1 else (2,)
+        value = graph.append(Op("tosa.abs", [value], [TensorType(shape, scalar_type("f32"))],
+                                result_names=[f"abs{i}"])).result
+    graph.set_outputs([value])
+    with pytest.raises(IRError, match=rf"tensor 'abs{before + 1}': shape \[1, 2147483648\] "
+                                      "does not fit int32"):
+        write_tosa(module)
+
+
 def _with_result_shape(module: Module, shape: tuple[int, ...]) -> Module:
     (op,) = module.main.ops
     op.results[0].type = TensorType(shape, op.results[0].type.element)

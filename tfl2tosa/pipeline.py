@@ -27,6 +27,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -118,7 +120,8 @@ class ConversionReport(Record):
 
 
 def op_counts(module: Module) -> dict[str, int]:
-    return dict(sorted(Counter(op.name for _, op in module.ops()).items()))
+    ops = chain.from_iterable(graph.ops for graph in module.graphs.values())
+    return dict(sorted(Counter(map(attrgetter("name"), ops)).items()))
 
 
 def _timed(report: ConversionReport, stage: str, fn: Any, *args: Any,
@@ -159,7 +162,8 @@ class Conversion:
     """One conversion under way: what it was asked for, and the report its
     passes fill. (A plain class: a dataclass decorator costs time at import.)"""
 
-    __slots__ = ("report", "fallback", "disabled", "profiles", "extensions", "kernels")
+    __slots__ = ("report", "fallback", "disabled", "profiles", "extensions", "kernels",
+                 "simplified")
 
     def __init__(self, report: ConversionReport, fallback: bool, disabled: frozenset[str],
                  profiles: tuple[str, ...], extensions: tuple[str, ...] | None,
@@ -170,6 +174,9 @@ class Conversion:
         self.profiles = profiles
         self.extensions = extensions
         self.kernels = kernels
+        # The module is as CSE and DCE last left it: running them again would
+        # change nothing (a pass that changes it clears this).
+        self.simplified = False
 
 
 def _check_structure(module: Module, conversion: Conversion) -> None:
@@ -229,27 +236,36 @@ def _merge_duplicates(module: Module, conversion: Conversion) -> None:
 
     cse(module)
     dce(module)
+    conversion.simplified = True
 
 
 def _lower_quant_ops(module: Module, conversion: Conversion) -> None:
     from tfl2tosa.passes.lower_quant import lower_quant_ops
 
     with kernels_for(conversion.kernels):
-        lower_quant_ops(module)
+        if lower_quant_ops(module):
+            conversion.simplified = False
 
 
 def _strip_quant_types(module: Module, conversion: Conversion) -> None:
     from tfl2tosa.passes.strip_quant_types import strip_func_quant_types
 
-    strip_func_quant_types(module)
+    if strip_func_quant_types(module):
+        conversion.simplified = False
 
 
 def _simplify(module: Module, conversion: Conversion) -> None:
-    from tfl2tosa.passes.simplify import canonicalize, cse, dce
+    """Canonicalize, CSE and DCE. One pass of CSE leaves no two ops to merge
+    (each op is matched against the ops kept before it, its operands already
+    merged), so where nothing changed the module since the last CSE and DCE
+    (a model without quantized types: no cast lowered or stripped, no
+    pattern applied) they would find nothing to do and are skipped."""
+    from tfl2tosa.passes.simplify import apply_canonicalizations, cse, dce
 
-    canonicalize(module)
-    cse(module)
-    dce(module)
+    if apply_canonicalizations(module) or not conversion.simplified:
+        dce(module)
+        cse(module)
+        dce(module)
 
 
 def _verify(module: Module, conversion: Conversion) -> None:

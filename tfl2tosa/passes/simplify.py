@@ -48,11 +48,17 @@ def canonicalization(*op_names: str) -> Callable[[Pattern], Pattern]:
 
 def canonicalize(module: Module) -> int:
     """Apply canonicalization patterns to a fixpoint, then DCE; returns rewrites applied."""
+    applied = apply_canonicalizations(module)
+    dce(module)
+    return applied
+
+
+def apply_canonicalizations(module: Module) -> int:
+    """`canonicalize` without its DCE; returns rewrites applied. Where none was
+    and no op was dead before, none is after."""
     for name in PATTERN_MODULES:
         importlib.import_module(name)
-    record = rewrite_module(module, CANONICALIZATIONS, fixpoint=True)
-    dce(module)
-    return len(record.applied)
+    return len(rewrite_module(module, CANONICALIZATIONS, fixpoint=True).applied)
 
 
 def dce(module: Module) -> int:

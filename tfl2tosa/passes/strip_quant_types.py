@@ -136,22 +136,26 @@ class _Stripper:
                 ops.extend(self.retype(value, op.loc))
 
 
-def _signless_payload(const: Op) -> None:
+def _signless_payload(const: Op) -> bool:
     """A uint8/uint16 constant's bytes, viewed (not copied) as the signless storage
-    integers its stripped type declares."""
+    integers its stripped type declares; whether they were unsigned."""
     array = const.attrs["values"]
     if array.__class__ is not np.ndarray:
         array = np.asarray(array)
     if array.dtype.kind == "u" and array.dtype.itemsize in (1, 2):
         const.attrs["values"] = array.view(f"i{array.dtype.itemsize}")
+        return True
+    return False
 
 
-def strip_graph_quant_types(graph: Graph) -> None:
+def strip_graph_quant_types(graph: Graph) -> bool:
+    """Strip one graph; whether it changed."""
     if not _has_quantized_values(graph):  # a float graph: only constants may change
+        changed = False
         for op in graph.ops:
-            if op.name == "tosa.const":
-                _signless_payload(op)
-        return
+            if op.name == "tosa.const" and _signless_payload(op):
+                changed = True
+        return changed
     stripper = _Stripper(graph)
     ops: list[Op] = stripper.inputs()
     for op in graph.ops:
@@ -161,6 +165,7 @@ def strip_graph_quant_types(graph: Graph) -> None:
             stripper.op(op, ops)
     ops.extend(stripper.outputs())
     graph.ops = ops
+    return True
 
 
 def _has_quantized_values(graph: Graph) -> bool:
@@ -196,10 +201,14 @@ def _is_quantized_type(value_type: Type) -> bool:
         return False  # shape and none types
 
 
-def strip_func_quant_types(module: Module) -> None:
-    """Storage types on every graph's inputs and outputs and on every non-quant op."""
+def strip_func_quant_types(module: Module) -> bool:
+    """Storage types on every graph's inputs and outputs and on every non-quant op;
+    whether the module changed (a float module may not)."""
+    changed = False
     for graph in module.graphs.values():
-        strip_graph_quant_types(graph)
+        if strip_graph_quant_types(graph):
+            changed = True
+    return changed
 
 
 def quantized_values(module: Module) -> list[str]:

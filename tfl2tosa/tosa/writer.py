@@ -33,6 +33,8 @@ import math
 import os
 import struct
 from collections.abc import Iterator
+from functools import partial
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -314,14 +316,18 @@ class _Tensor:
         self.blob: _Blob | None = None  # encoded data, shared by a variable's copies
 
 
+# What a `.tosa` file's metadata takes per op, a little more than most models'.
+_METADATA_PER_OP = 256
+
 # Ops whose results' data the file holds (a tensor's values, a shape's).
 _DATA_OPS = frozenset({"tosa.const", "tosa.const_shape"})
+_NAME = attrgetter("name")  # an op's
 
 
 class _Block:
     __slots__ = ("graph", "inputs", "outputs", "shapes", "tensors")
 
-    def __init__(self, graph: Graph, tensors: list[_Tensor]) -> None:
+    def __init__(self, graph: Graph, tensors: list[_Tensor | tuple[str, TensorType]]) -> None:
         self.graph = graph
         self.tensors = tensors
         self.shapes: list[tuple[str, list[int]]] = []
@@ -336,7 +342,10 @@ class _Serializer:
         self.module = module
         self.names = _Names()
         self.variables: dict[str, _Tensor] = {}  # variable name -> its tensor
-        self.builder = Builder(4096)
+        # Room for the metadata (an op's table, names and location, its result's
+        # tensor) of the ops: the buffer then seldom grows, which copies it.
+        ops = sum(len(graph.ops) for graph in module.graphs.values())
+        self.builder = Builder(max(4096, _METADATA_PER_OP * ops))
         self.blobs: list[_Blob] = []
         # (element type, int) -> a `value` attribute's padded bytes: clamps repeat bounds
         self.encoded_values: dict[tuple[Any, int], bytes] = {}
@@ -346,9 +355,11 @@ class _Serializer:
         self.dtypes: dict[int, int] = {}  # id of an element type -> its flatbuffer DType
 
     def serialize(self) -> tuple[bytearray, list[_Blob]]:
-        for _, op in self.module.ops():
-            if op.name == "tosa.variable":
-                self._declare_variable(op)
+        for graph in self.module.graphs.values():
+            if "tosa.variable" in map(_NAME, graph.ops):  # few graphs have one
+                for op in graph.ops:
+                    if op.name == "tosa.variable":
+                        self._declare_variable(op)
         blocks = [self._collect(graph) for graph in self.module.graphs.values()]
         b = self.builder
         regions = [self._region(block) for block in blocks]
@@ -402,7 +413,7 @@ class _Serializer:
                         else:
                             used.add(name)
                         of_value[id(value)] = name
-                        tensors.append(_Tensor(name, value.type))
+                        tensors.append((name, value.type))  # a `_Tensor` without data
                         continue
                     if isinstance(value.type, ShapeType):
                         raise IRError(f"{op.name}: shape values other than tosa.const_shape "
@@ -467,36 +478,66 @@ class _Serializer:
         fb.TosaRegionAddBlocks(b, blocks_vec)
         return fb.TosaRegionEnd(b)
 
-    def _tensor_tables(self, tensors: list[_Tensor]) -> list[int]:
-        """The table of each tensor, in order."""
+    def _tensor_tables(self, tensors: list[_Tensor | tuple[str, TensorType]]) -> list[int]:
+        """The table of each tensor, in order: a (name, type) is a tensor without data.
+
+        A tensor's row (`Builder.Int32VectorTables`: its name, shape and fields,
+        and for a constant the registering of its data) waits in `rows`; the
+        rows are written before anything else is (a name not yet written, a
+        tensor taking the steps of `_tensor_table_by_steps`), keeping the order."""
         # The element types of a module are few and live as long as it does:
         # its first tensor of each, or a variable's, takes the steps of
         # `_tensor_table_by_steps`.
         dtypes = self.dtypes
-        b = self.builder
-        shared = b._shared
-        vector_table = b.Int32VectorTable
+        shared = self.builder._shared
         offsets: list[int] = []
+        rows: list[tuple[int, Any, tuple[Any, ...], Any]] = []
+        waiting: list[tuple[str, TensorType]] = []  # the tensor of each row
         for tensor in tensors:
+            if isinstance(tensor, tuple):
+                name, tensor_type = tensor
+                dtype = dtypes.get(id(tensor_type.element))
+                name_offset = shared.get(name)
+                if dtype is not None and name_offset is not None:
+                    dims = tensor_type.shape
+                    rows.append((name_offset, () if dims is None else dims,
+                                 (dtype, _NO_DATA, False, 0, dims is None), None))
+                    waiting.append(tensor)
+                    continue
+                tensor = _Tensor(name, tensor_type)
             tensor_type = tensor.type
             dtype = dtypes.get(id(tensor_type.element))
-            if dtype is None or tensor.variable_name is not None:
-                offsets.append(self._tensor_table_by_steps(tensor))
-                continue
+            name_offset = shared.get(tensor.name)
+            if dtype is None or tensor.variable_name is not None or name_offset is None:
+                if rows:
+                    offsets += self._tensor_rows(rows, waiting)
+                if dtype is None or tensor.variable_name is not None:
+                    offsets.append(self._tensor_table_by_steps(tensor))
+                    continue
+                name_offset = self.builder.CreateSharedString(tensor.name)
             dims = tensor_type.shape
-            name = shared.get(tensor.name)
-            if name is None:
-                name = b.CreateSharedString(tensor.name)
             no_data = tensor.data is None
-            try:  # the shape vector and the table in one
-                offsets.append(vector_table(_TENSOR, name, () if dims is None else dims,
-                                            (dtype, _NO_DATA if no_data else _DATA, False, 0,
-                                             dims is None)))
-            except struct.error:
-                self._refuse_shape(tensor)
-                raise
-            if not no_data or tensor.blob is not None:
-                self._add_blob(tensor)
+            # A constant's data is registered once its table is written.
+            rows.append((name_offset, () if dims is None else dims,
+                         (dtype, _NO_DATA if no_data else _DATA, False, 0, dims is None),
+                         None if no_data and tensor.blob is None
+                         else partial(self._add_blob, tensor)))
+            waiting.append((tensor.name, tensor_type))
+        if rows:
+            offsets += self._tensor_rows(rows, waiting)
+        return offsets
+
+    def _tensor_rows(self, rows: list[tuple[int, Any, tuple[Any, ...], Any]],
+                     tensors: list[tuple[str, TensorType]]) -> list[int]:
+        """Write `rows`, the tables of `tensors` (name, type), and empty both lists."""
+        try:
+            offsets = self.builder.Int32VectorTables(_TENSOR, rows)
+        except struct.error:
+            for name, tensor_type in tensors:
+                self._refuse_shape(_Tensor(name, tensor_type))
+            raise
+        rows.clear()
+        tensors.clear()
         return offsets
 
     def _tensor_table_by_steps(self, tensor: _Tensor) -> int:
@@ -564,35 +605,50 @@ class _Serializer:
     # -- operators
 
     def _operators(self, ops: list[Op]) -> list[int]:
-        """The operator table of each op but variable declarations, in order."""
+        """The operator table of each op but variable declarations, in order.
+
+        The usual op's row (`Builder.StringVectorsTables`) waits in `rows`;
+        the rows are written before anything else is (an op checked one by
+        one, an attribute table with vectors or strings), keeping the order."""
         plans = _PLANS_BY_OP
         name_of = self.names.of_value.__getitem__
-        string_vectors_table = self.builder.StringVectorsTable
+        write_rows = self.builder.StringVectorsTables
         operators: list[int] = []
+        rows: list[tuple[Any, ...]] = []
         for op in ops:
             name = op.name
             if name == "tosa.variable":
                 continue
             plan = plans.get(name)
+            if plan is not None:
+                # Every named value is a tensor or a shape (`_collect` names
+                # nothing else), so names found for all operands mean none is
+                # omitted.
+                try:
+                    inputs = list(map(name_of, map(id, op.operands)))
+                    outputs = list(map(name_of, map(id, op.results)))
+                except KeyError:
+                    plan = None
             if plan is None:
-                operators.append(self._checked_operator(op))
-                continue
-            # Every named value is a tensor or a shape (`_collect` names nothing
-            # else), so names found for all operands mean none is omitted.
-            try:
-                inputs = list(map(name_of, map(id, op.operands)))
-                outputs = list(map(name_of, map(id, op.results)))
-            except KeyError:
+                if rows:
+                    operators += write_rows(_OPERATOR, _LOCATION, rows)
+                    rows.clear()
                 operators.append(self._checked_operator(op))
                 continue
             if not plan.fields:
                 child: int | tuple[TableLayout, tuple[Any, ...]] = plan.empty_table
             else:
                 values = self._number_fields(op, plan) if plan.numbers_only else None
-                child = ((plan.layout, values) if values is not None
-                         else self._attribute_table(op, plan))
-            operators.append(string_vectors_table(_OPERATOR, plan.operator_fields, child,
-                                                  (inputs, outputs), _LOCATION, op.loc))
+                if values is not None:
+                    child = (plan.layout, values)
+                else:
+                    if rows:
+                        operators += write_rows(_OPERATOR, _LOCATION, rows)
+                        rows.clear()
+                    child = self._attribute_table(op, plan)
+            rows.append((plan.operator_fields, child, inputs, outputs, op.loc))
+        if rows:
+            operators += write_rows(_OPERATOR, _LOCATION, rows)
         return operators
 
     def _checked_operator(self, op: Op) -> int:

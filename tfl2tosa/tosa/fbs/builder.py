@@ -15,9 +15,9 @@ a `TableLayout` read once from the generated `<Table>Start` and
 `<Table>Add<Field>` functions: the same bytes as those calls. Which fields are
 present and the start's alignment fix a table's padding, field positions and
 vtable, so each such combination is worked out once (`_TablePlan`) and its
-tables are then one struct pack each. `StringVectorsTable` writes an operator
-(its attribute table, input and output name vectors, location and table) in
-one call, mostly in two packs; `Int32VectorTable` a tensor and its shape in one.
+tables are then one struct pack each. `StringVectorsTables` writes a block's
+operators (each one's attribute table, input and output name vectors, location
+and table), mostly one pack each; `Int32VectorTable` a tensor and its shape in one.
 
 The layout rules followed (see flatbuffers' python/flatbuffers/builder.py):
 the buffer grows downwards from its end, offsets are distances from the end,
@@ -30,7 +30,7 @@ dropped) are the same.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter, ne, sub
 from typing import Any
 
@@ -79,11 +79,13 @@ class Builder:
         self._vector_length = 0
         self._shared: dict[str, int] = {}
         self._last_table: tuple[int, _TablePlan] | None = None  # when `Table` packed it whole
-        # `StringVectorsTable`'s packs: its tails by shape, its children by
-        # (layout, values)
+        # `StringVectorsTables`' packs by (layout, text layout) and shape, and
+        # the parts they are made of: tails by shape, children by (layout, values)
+        self._row_plans: dict[tuple[TableLayout, TableLayout],
+                              dict[tuple[Any, ...], _RowPlan]] = {}
         self._tails: dict[tuple[Any, ...], _TailPlan] = {}
         self._children: dict[tuple[Any, ...], _ChildPlan] = {}
-        # `Int32VectorTable`'s packs by (layout, values, length)
+        # `Int32VectorTables`' packs by (layout, values, length)
         self._vector_tables: dict[tuple[Any, ...], _VectorTablePlan] = {}
 
     # -- positions and space
@@ -261,144 +263,119 @@ class Builder:
         attribute table, inputs, outputs and location.
 
         The same bytes as `Table` for the child, `CreateSharedStringVector` per
-        list, `CreateString` and `Table` twice. Each of these leaves the buffer
-        4-aligned, so once it is, the pieces follow one another without padding
-        but the strings': in the usual operator (a child of numbers only, two
-        lists, a text), the child and the first vector are one pack
-        (`_ChildPlan`), the strings of the last list met for the first time
-        follow, then the last vector, the text, its table and the table are one
-        pack (`_TailPlan`); where the last list is one string met for the first
-        time, that string is part of the second pack."""
-        if (self.head - len(self.Bytes)) & 3 or self.minalign < 4 or not text \
-                or len(string_lists) != 2 or child == 0:
-            return self._string_vectors_table(layout, values, child, string_lists,
-                                              text_layout, text)
-        first, last = string_lists
-        shared = self._shared
-        offsets = list(map(shared.get, first))
-        packed = None
-        if child.__class__ is tuple:
-            try:
-                packed = self._children.get(child)
-            except TypeError:  # not hashable: not numbers only
-                pass
-            if packed is None:
-                packed = self._child_plan(*child)  # type: ignore[misc]
-        if packed is not None and None not in offsets:
-            count = len(offsets)
-            packer = packed.packers.get(count)
-            if packer is None:
-                packer = packed.packers[count] = struct.Struct(
-                    f"<I{count}Ii{len(packed.fields)}s")
-            while self.head < packer.size:
-                self._grow()
-            head = self.head
-            child_offset = len(self.Bytes) - head + packed.size
-            top = child_offset + 4 * count  # element i is `top - 4 * i` from the end
-            head -= packer.size
-            if count == 1:  # most operators: one operand, or two below
-                packer.pack_into(self.Bytes, head, 1, top - offsets[0],
-                                 packed.vtable - child_offset, packed.fields)
-            elif count == 2:
-                packer.pack_into(self.Bytes, head, 2, top - offsets[0], top - 4 - offsets[1],
-                                 packed.vtable - child_offset, packed.fields)
-            else:
-                packer.pack_into(self.Bytes, head, count,
-                                 *map(sub, range(top, top - 4 * count, -4), offsets),
-                                 packed.vtable - child_offset, packed.fields)
-            self.head = head
-            first_vector = top + 4
-        else:
-            child_offset = self.Table(*child) if child.__class__ is tuple else child  # type: ignore[misc]
-            if None in offsets:
-                offsets = list(map(self.CreateSharedString, first))
-            first_vector = self.CreateOffsetVector(offsets)
-        new_name = None  # the one result's name, if not yet written: packed with the tail
-        if len(last) == 1:  # most operators
-            offsets = [shared.get(last[0])]
-            if offsets[0] is None:
-                new_name = last[0]
-        else:
-            offsets = list(map(shared.get, last))
-            if None in offsets:
-                self._add_shared_strings(last, offsets)
-        raw = text.encode()
-        size = len(raw)
-        count = len(offsets)
-        key = (layout, values, text_layout, count, (size + 4) & -4)
-        tail = self._tails.get(key)
-        if tail is None:
-            tail = self._tail_plan(key)
-            if tail is None:  # a vtable not yet written: the general calls write it
-                if new_name is not None:
-                    self._add_shared_strings(last, offsets)
-                return self.Table(layout, (*values, child_offset, first_vector,
-                                           self.CreateOffsetVector(offsets),
-                                           self.Table(text_layout, (self.CreateString(text),))))
-        if new_name is not None:
-            # Above the tail, the name as `CreateSharedString` writes it: its
-            # length word, bytes, terminating zero and padding to 4 bytes.
-            name_raw = new_name.encode()
-            name_size = (len(name_raw) + 8) & -4
-            packer = tail.named.get(name_size)
-            if packer is None:
-                packer = tail.named[name_size] = struct.Struct(
-                    f"{tail.packer.format}I{name_size - 4}s")
-            while self.head < packer.size:
-                self._grow()
-            head = self.head - name_size  # where the name starts
-            top = len(self.Bytes) - head + 4  # the last vector's one element
-            if child_offset > top + tail.text_table_from_top:  # not yet built
-                raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-            packer.pack_into(
-                self.Bytes, head - tail.size,
-                *tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
-                             top + tail.first_vector_from_top - first_vector,
-                             tail.text_vtable_from_top - top, size, raw, *tail.constants)),
-                4, len(name_raw), name_raw)
-            shared[new_name] = len(self.Bytes) - head
-            self.head = head - tail.size
-            self._last_table = (top + tail.text_table_from_top, tail.table_plan)
-            return top + tail.table_end_from_top
-        while self.head < tail.size:
-            self._grow()
-        head = self.head
-        top = len(self.Bytes) - head + 4 * count  # the last vector's element i is `top - 4 * i`
-        if child_offset > top + tail.text_table_from_top:  # not yet built
-            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        fields = tail.order((tail.vtable_from_top - top, top + tail.child_from_top - child_offset,
-                             top + tail.first_vector_from_top - first_vector,
-                             tail.text_vtable_from_top - top, size, raw, *tail.constants))
-        if count == 1:
-            tail.packer.pack_into(self.Bytes, head - tail.size, *fields, top - offsets[0])
-        else:
-            tail.packer.pack_into(self.Bytes, head - tail.size, *fields,
-                                  *map(sub, range(top, top - 4 * count, -4), offsets))
-        self.head = head - tail.size
-        self._last_table = (top + tail.text_table_from_top, tail.table_plan)
-        return top + tail.table_end_from_top
+        list, `CreateString` and `Table` twice (see `StringVectorsTables`)."""
+        if len(string_lists) == 2:
+            first, last = string_lists
+            return self.StringVectorsTables(layout, text_layout,
+                                            ((values, child, first, last, text),))[0]
+        return self._string_vectors_table(layout, values, child, string_lists,
+                                          text_layout, text)
 
-    def _add_shared_strings(self, texts: Sequence[str], offsets: list[int | None]) -> None:
-        """Write the strings of `texts` whose `offsets` are None (not yet written:
-        `CreateSharedString`), in order, and fill in their offsets. The buffer
-        is 4-aligned: a string's padding depends on its length alone."""
+    def StringVectorsTables(self, layout: TableLayout, text_layout: TableLayout,
+                            rows: Iterable[tuple[tuple[Any, ...],
+                                                 int | tuple[TableLayout, tuple[Any, ...]],
+                                                 Sequence[str], Sequence[str], str]]
+                            ) -> list[int]:
+        """`StringVectorsTable(layout, values, child, (first, last), text_layout,
+        text)` of each row (values, child, first, last, text), one after
+        another: the operators of a block.
+
+        Each piece those calls write leaves the buffer 4-aligned, so once it
+        is, the pieces follow one another without padding but the strings'.
+        The usual operator (its child a table of numbers only or one built
+        before, inputs whose names are written, one result whose name is not,
+        a location) is then one pack: from the lowest address, the table, the
+        location's table, its text, the outputs vector, the result's name, the
+        inputs vector and the child unless built before (`_RowPlan`), laid out
+        once per shape: the table's numbers, the child's, the input count and
+        the padded sizes of the text and the name. Any other row, or one whose
+        tables' vtables are not yet written, takes the general calls."""
+        plans = self._row_plans.get((layout, text_layout))
+        if plans is None:
+            plans = self._row_plans[layout, text_layout] = {}
         shared = self._shared
-        for i, offset in enumerate(offsets):
-            if offset is None:
-                text = texts[i]
-                offset = shared.get(text)  # written just now for an earlier element
-                if offset is None:
-                    raw = text.encode()
-                    size = len(raw)
-                    total = (size + 8) & -4  # length word, bytes, terminating zero, padding
-                    while self.head < total:
-                        self._grow()
-                    head = self.head - total
-                    _UINT32.pack_into(self.Bytes, head, size)
-                    self.Bytes[head + 4:head + 4 + size] = raw  # the zeros are already there
-                    self.head = head
-                    offset = shared[text] = len(self.Bytes) - head
-                offsets[i] = offset
+        offsets: list[int] = []
+        for values, child, first, last, text in rows:
+            head = self.head
+            data = self.Bytes
+            if child and len(last) == 1 and text and not (head - len(data)) & 3 \
+                    and last[0] not in shared:
+                raw = text.encode()
+                name_raw = last[0].encode()
+                # A child built before (an offset) is no part of the shape.
+                key = (values, child if child.__class__ is tuple else None, len(first),
+                       (len(raw) + 4) & -4, (len(name_raw) + 8) & -4)
+                try:
+                    plan = plans.get(key)
+                except TypeError:  # not hashable: not numbers only
+                    plan = None
+                else:
+                    if plan is None:
+                        plan = self._row_plan(layout, text_layout, plans, key)
+                inputs = list(map(shared.get, first))
+                if plan is not None and None not in inputs:
+                    size = plan.size
+                    if head < size:
+                        while self.head < size:
+                            self._grow()
+                        head, data = self.head, self.Bytes
+                    start = len(data) - head  # where the child (if packed here) ends
+                    if plan.child_fields is None:
+                        child_offset = child
+                        packed_child: tuple[Any, ...] = ()
+                        if child_offset > start:  # not yet built: the general calls refuse it
+                            offsets.append(self._string_vectors_table(
+                                layout, values, child, (first, last), text_layout, text))
+                            continue
+                    else:
+                        child_offset = start + plan.child_size
+                        packed_child = (plan.vtable - child_offset, plan.child_fields)
+                    top = start + plan.inputs_from_start  # input i is `top - 4 * i` from the end
+                    count = len(inputs)
+                    if count == 1:
+                        input_fields: Any = (top - inputs[0],)
+                    elif count == 2:
+                        input_fields = (top - inputs[0], top - 4 - inputs[1])
+                    else:
+                        input_fields = map(sub, range(top, top - 4 * count, -4), inputs)
+                    name = top + plan.name_from_inputs
+                    table_top = name + 4  # the outputs vector's one element
+                    plan.packer.pack_into(
+                        data, head - size, plan.table_vtable_from_top - table_top,
+                        plan.table_constants, table_top + plan.child_from_top - child_offset,
+                        plan.table_constants_after_child, plan.text_vtable_from_top - table_top,
+                        plan.text_constants, len(raw), raw, plan.outputs, len(name_raw),
+                        name_raw, plan.inputs_head, *input_fields, *packed_child)
+                    shared[last[0]] = name
+                    self.head = head - size
+                    self._last_table = (table_top + plan.table_start_from_top, plan.table_plan)
+                    offsets.append(table_top + plan.table_end_from_top)
+                    continue
+            offsets.append(self._string_vectors_table(layout, values, child, (first, last),
+                                                      text_layout, text))
+        return offsets
+
+    def _row_plan(self, layout: TableLayout, text_layout: TableLayout,
+                  plans: dict[tuple[Any, ...], _RowPlan], key: tuple[Any, ...]) -> _RowPlan | None:
+        """`StringVectorsTables`' pack for `key`, made once the vtables of its
+        child (if packed with it), table and text table are written (None until
+        then)."""
+        values, child, count, text_size, name_size = key
+        packed = None
+        if child is not None:
+            packed = self._children.get(child)
+            if packed is None:
+                packed = self._child_plan(*child)
+                if packed is None:
+                    return None
+        tail_key = (layout, values, text_layout, 1, text_size)
+        tail = self._tails.get(tail_key)
+        if tail is None:
+            tail = self._tail_plan(tail_key)
+            if tail is None:
+                return None
+        plan = plans[key] = _RowPlan(packed, tail, count, name_size)
+        return plan
 
     def _string_vectors_table(self, layout: TableLayout, values: tuple[Any, ...],
                               child: int | tuple[TableLayout, tuple[Any, ...]],
@@ -434,7 +411,7 @@ class Builder:
         return child
 
     def _tail_plan(self, key: tuple[Any, ...]) -> _TailPlan | None:
-        """The tail `StringVectorsTable` packs for `key`, made once both its tables'
+        """The tail of `StringVectorsTables`' packs for `key`, made once both its tables'
         vtables are written (None until then)."""
         layout, values, text_layout, count, text_size = key
         if layout.align_mask != 3 or text_layout.align_mask != 3 \
@@ -461,36 +438,51 @@ class Builder:
         """A table whose first field is `first` (the offset of something built
         before), its second a vector of the int32s `ints` built right before it
         (`CreateInt32Vector`), then `values` (numbers, or offsets left out as 0):
-        a tensor, its name and shape. Once the buffer is 4-aligned and the
-        table's vtable written, the vector and the table are one pack
-        (`_VectorTablePlan`)."""
-        head = self.head
-        if (head - len(self.Bytes)) & 3 or self.minalign < 4 or first == 0:
-            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        count = len(ints)
-        key = (layout, values, count)
-        packed = self._vector_tables.get(key)
-        if packed is None:
-            packed = self._vector_table_plan(key)
-            if packed is None:
-                return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        size = packed.size
-        if head < size:
-            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        start = len(self.Bytes) - head + 4 * count + 4  # the vector's, where the table starts
-        if first > start:
-            raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
-        try:
-            packed.packer.pack_into(
-                self.Bytes, head - size,
-                *packed.order((packed.vtable_from_start - start,
-                               start + packed.first_from_start - first, *packed.constants)),
-                *ints)
-        except struct.error:  # a value out of range: the general calls refuse it
-            return self.Table(layout, (first, self.CreateInt32Vector(ints), *values))
-        self.head = head - size
-        self._last_table = (start, packed.plan)
-        return start + packed.plan.size
+        a tensor, its name and shape (see `Int32VectorTables`)."""
+        return self.Int32VectorTables(layout, ((first, ints, values, None),))[0]
+
+    def Int32VectorTables(self, layout: TableLayout,
+                          rows: Iterable[tuple[int, Sequence[int], tuple[Any, ...],
+                                               Callable[[], None] | None]]) -> list[int]:
+        """`Int32VectorTable(layout, first, ints, values)` of each row (first,
+        ints, values, then), one after another, calling `then` (unless None)
+        right after its row's table is written, when `FieldOffset` tells where
+        the table's fields are: the tensors of a block. Once the buffer is
+        4-aligned and the table's vtable written, a row's vector and table are
+        one pack (`_VectorTablePlan`)."""
+        plans = self._vector_tables
+        offsets: list[int] = []
+        for first, ints, values, then in rows:
+            head = self.head
+            count = len(ints)
+            if not (head - len(self.Bytes)) & 3 and self.minalign >= 4 and first:
+                key = (layout, values, count)
+                packed = plans.get(key)
+                if packed is None:
+                    packed = self._vector_table_plan(key)
+                if packed is not None and head >= packed.size:
+                    size = packed.size
+                    start = len(self.Bytes) - head + 4 * count + 4  # the vector's and the table's
+                    if first > start:
+                        raise OffsetArithmeticError("flatbuffers: Offset arithmetic error.")
+                    try:
+                        packed.packer.pack_into(
+                            self.Bytes, head - size, packed.vtable_from_start - start,
+                            packed.before_first, start + packed.first_from_start - first,
+                            packed.after_first, *ints)
+                    except struct.error:  # a value out of range: the general calls refuse it
+                        pass
+                    else:
+                        self.head = head - size
+                        self._last_table = (start, packed.plan)
+                        offsets.append(start + packed.plan.size)
+                        if then is not None:
+                            then()
+                        continue
+            offsets.append(self.Table(layout, (first, self.CreateInt32Vector(ints), *values)))
+            if then is not None:
+                then()
+        return offsets
 
     def _vector_table_plan(self, key: tuple[Any, ...]) -> _VectorTablePlan | None:
         """`Int32VectorTable`'s pack for `key`, once its table's vtable is written
@@ -729,36 +721,35 @@ class _TablePlan:
 
 
 class _ChildPlan:
-    """A table of numbers only, as `StringVectorsTable` packs it below its first
-    vector: its size, its fields' bytes and its vtable."""
+    """A table of numbers only, as `StringVectorsTables` packs it below the
+    inputs vector: its size, its fields' bytes and its vtable."""
 
-    __slots__ = ("fields", "packers", "size", "vtable")
+    __slots__ = ("fields", "size", "vtable")
 
     def __init__(self, size: int, fields: bytes, vtable: int) -> None:
         self.size = size
         self.fields = fields
         self.vtable = vtable
-        # the length of the vector packed with it -> the struct of both
-        self.packers: dict[int, struct.Struct] = {}
 
 
 class _TailPlan:
-    """What `StringVectorsTable` packs in one go for one shape (its table's plan
-    and number fields, the last vector's length, the text's padded size): from
-    the lowest address up, the table, the text's table, the text and the last
+    """The lower part of a `_RowPlan`, for one shape (its table's plan and
+    number fields, the last vector's length, the text's padded size): from the
+    lowest address up, the table, the text's table, the text and the last
     vector of strings. Every position in it is a fixed distance from `top`,
     the last vector's first element; the packed values are put in order by
     `order` from (the table's vtable offset, its child field, its first
     vector field, the text table's vtable offset, the text's length, the text,
     *`constants`)."""
 
-    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "named", "order",
-                 "packer", "size", "table_end_from_top", "table_plan", "text_table_from_top",
-                 "text_vtable_from_top", "vtable_from_top")
+    __slots__ = ("child_from_top", "constants", "first_vector_from_top", "order",
+                 "packer", "size", "table_end_from_top", "table_plan", "text_plan",
+                 "text_table_from_top", "text_vtable_from_top", "vtable_from_top")
 
     def __init__(self, table_plan: _TablePlan, table_vtable: int, text_plan: _TablePlan,
                  text_vtable: int, values: tuple[Any, ...], count: int, text_size: int) -> None:
         self.table_plan = table_plan
+        self.text_plan = text_plan
         # Above `top`: the vector's length word, the text's length word, bytes,
         # terminating zero and padding, then the text table (where the table starts).
         text_from_top = 4 + 4 + text_size
@@ -793,18 +784,79 @@ class _TailPlan:
                                     + text_plan.packer.format[1:]
                                     + f"I{text_size}sI{count}I")
         self.size = self.packer.size
-        # the padded size of a one result's name packed above it -> the struct of both
-        self.named: dict[int, struct.Struct] = {}
+
+
+class _RowPlan:
+    """What `StringVectorsTables` packs for one shape of row: from the lowest
+    address, the tail (`_TailPlan`: the table, the location's table and text,
+    the outputs vector with its one element), the result's name (its length
+    word, bytes and padding: `name_size` bytes), the inputs vector (`count`
+    elements) and, unless it was built before, the child (`_ChildPlan`).
+
+    Positions are fixed distances from `start`, the buffer's offset before
+    the row: the inputs vector's first element (`top`) is `inputs_from_start`
+    above it, the name `name_from_inputs` above `top` and the outputs
+    vector's element (the tail's top) 4 above the name. What varies from row
+    to row (the two vtable offsets, the child field, the text, the name, the
+    inputs and the child's vtable offset) is packed between constant runs of
+    bytes worked out once."""
+
+    __slots__ = ("child_fields", "child_from_top", "child_size", "inputs_from_start",
+                 "inputs_head", "name_from_inputs", "outputs", "packer", "size",
+                 "table_constants", "table_constants_after_child", "table_end_from_top",
+                 "table_plan", "table_start_from_top", "table_vtable_from_top",
+                 "text_constants", "text_vtable_from_top", "vtable")
+
+    def __init__(self, child: _ChildPlan | None, tail: _TailPlan, count: int,
+                 name_size: int) -> None:
+        # A child packed here: its size, fields' bytes (None: built before) and vtable
+        self.child_size = child.size if child is not None else 0
+        self.child_fields = child.fields if child is not None else None
+        self.vtable = child.vtable if child is not None else 0
+        self.inputs_from_start = self.child_size + 4 * count
+        self.inputs_head = _UINT32.pack(count)
+        self.name_from_inputs = 4 + name_size  # past the inputs' length word and the name
+        self.table_plan = tail.table_plan
+        self.table_vtable_from_top = tail.vtable_from_top
+        self.text_vtable_from_top = tail.text_vtable_from_top
+        self.child_from_top = tail.child_from_top
+        self.table_start_from_top = tail.text_table_from_top
+        self.table_end_from_top = tail.table_end_from_top
+        # The tail with every varying value 0, cut into the constant runs
+        # between them: the table's fields after its vtable offset (before and
+        # after the child field; the inputs field's distance is the same in
+        # every row), the text table's after its own vtable offset, and the
+        # outputs vector (its length and element).
+        inputs_field = self.name_from_inputs + 4 + tail.first_vector_from_top - 4
+        sample = tail.packer.pack(*tail.order((0, 0, inputs_field, 0, 0, b"", *tail.constants)),
+                                  4)
+        table_size, text_table_size = tail.table_plan.size, tail.text_plan.size
+        # A field `end` from the table's start lies `table size - end` bytes
+        # above its lowest address.
+        child_field = table_size - (tail.child_from_top - tail.text_table_from_top)
+        self.table_constants = sample[4:child_field]
+        self.table_constants_after_child = sample[child_field + 4:table_size]
+        self.text_constants = sample[table_size + 4:table_size + text_table_size]
+        self.outputs = sample[-8:]
+        text_size = tail.size - table_size - text_table_size - 12
+        child_format = "" if child is None else f"i{len(child.fields)}s"
+        self.packer = struct.Struct(
+            f"<i{len(self.table_constants)}sI{len(self.table_constants_after_child)}s"
+            f"i{len(self.text_constants)}sI{text_size}s8sI{name_size - 4}s4s{count}I"
+            + child_format)
+        self.size = self.packer.size
 
 
 class _VectorTablePlan:
-    """What `Int32VectorTable` packs for one shape (the table's plan and number
+    """What `Int32VectorTables` packs for one shape (the table's plan and number
     fields, the vector's length): the table, then the vector. Positions are
-    fixed distances from `start`, the vector's offset and the table's start;
-    the packed values are put in order by `order` from (the vtable offset,
-    the first field, *`constants`)."""
+    fixed distances from `start`, the vector's offset and the table's start.
+    What varies from row to row (the vtable offset, the first field, the
+    vector's elements) is packed between constant runs of bytes worked out
+    once: the table's fields before and after the first, and the vector's
+    length."""
 
-    __slots__ = ("constants", "first_from_start", "order", "packer", "plan", "size",
+    __slots__ = ("after_first", "before_first", "first_from_start", "packer", "plan", "size",
                  "vtable_from_start")
 
     def __init__(self, plan: _TablePlan, vtable: int, values: tuple[Any, ...],
@@ -818,11 +870,15 @@ class _VectorTablePlan:
                 self.first_from_start = deltas[at]
             elif index == 1:
                 vector_field = deltas[at]  # the vector starts where the table does
-        # Each packed table value's place in the tuple `order` reads: the first
-        # field (1), the vector (2), a value of `values` (3 on), then the count.
-        self.constants = (vector_field, *values, count)
-        self.order = itemgetter(0, *[1 + index for index in plan.indices], 3 + len(values))
-        self.packer = struct.Struct(plan.packer.format + f"I{count}i")
+        # The table with its vtable offset and first field 0, cut around the
+        # first field, which lies `table size - its distance` above the table's
+        # lowest address.
+        table = plan.packer.pack(0, *plan.present_values((0, vector_field, *values)))
+        first = plan.size - self.first_from_start
+        self.before_first = table[4:first]
+        self.after_first = table[first + 4:] + _UINT32.pack(count)
+        self.packer = struct.Struct(f"<i{len(self.before_first)}sI{len(self.after_first)}s"
+                                    f"{count}i")
         self.size = self.packer.size
 
 

@@ -151,11 +151,13 @@ class _Checker:
         self.enabled = enabled
         self.dynamic = "EXT-DYNAMIC" in enabled
         self.violations: list[Violation] = []
-        # Per checked op (and attribute value): the feature sets, one of which
-        # it needs ("PRO-INT", "PRO-FP+EXT-VARIABLE", "EXT-DOUBLEROUND").
+        # The feature sets, one of which a checked op (or attribute value)
+        # needs ("PRO-INT", "PRO-FP+EXT-VARIABLE", "EXT-DOUBLEROUND"): those of
+        # a signature's verdict once, those a deferred check finds per op.
         self.needs: list[tuple[str, ...]] = []
-        self.variables = {op.attrs.get("name"): op for _, op in module.ops()
-                          if op.name == "tosa.variable"}
+        self.variables = {op.attrs.get("name"): op for graph in module.graphs.values()
+                          if "tosa.variable" in map(_NAME, graph.ops)  # few graphs have one
+                          for op in graph.ops if op.name == "tosa.variable"}
         # The verdict of each op signature met (see `signature`). It lives for
         # one walk of one module, so the module's graph names and the enabled
         # features, which some checks read, are fixed.
@@ -188,7 +190,6 @@ class _Checker:
                 verdict = judge(self, op, key)
                 if key is not None:
                     verdicts[key] = verdict
-            if verdict.needs:
                 needs.extend(verdict.needs)
             if verdict.steps:
                 self._run_steps(graph, op, verdict)
@@ -298,14 +299,18 @@ _TENSOR_ATTRIBUTES = {opdef.mlir: frozenset(a.name for a in opdef.attrs if a.typ
                       for opdef in BY_MLIR.values()}
 _PLAIN = frozenset((int, bool, str))
 _TYPE = attrgetter("type")  # a value's
+_NAME = attrgetter("name")  # an op's
 _INT = frozenset((int,))
 
 
 def signature(op: Op) -> tuple[Any, ...] | None:
     """The op's name, operand and result types and attributes; None if an
     attribute value cannot be part of it."""
+    attrs = op.attrs
+    if not attrs:  # most ops: the key as it is
+        return (op.name, *map(_TYPE, op.operands), None, *map(_TYPE, op.results))
     key: list[Any] = [op.name, *map(_TYPE, op.operands), None, *map(_TYPE, op.results)]
-    for name, value in op.attrs.items():
+    for name, value in attrs.items():
         cls = value.__class__
         if cls in _PLAIN:
             key += (name, cls, value)

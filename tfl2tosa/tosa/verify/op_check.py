@@ -302,7 +302,7 @@ class OpCheck:
 
     def const_scalar(self, i: int) -> int | float | None:
         values = self.const(i)
-        return values.reshape(-1)[0].item() if values is not None and values.size else None
+        return values.item(0) if values is not None and values.size else None  # the first
 
     def shape_values(self, i: int) -> list[int] | None:
         """The values of shape operand i if it is a tosa.const_shape, else None."""
