@@ -75,19 +75,20 @@ def dequantized_values(array: np.ndarray, element: ElementType) -> np.ndarray:
             q -= element.zero_point
         q *= np.float64(element.scale)
         return q.astype(np.float32)
-    if isinstance(element, UniformQuantizedBlockwise):
-        # Each scale and zero point covers `block_size` consecutive values of a row.
-        scales, zero_points = (
-            np.repeat(np.asarray(v, dtype=np.float64).reshape(element.scales_shape),
-                      element.block_size, axis=-1)
-            for v in (element.scales, element.zero_points))
-    elif isinstance(element, UniformQuantizedPerAxis):
+    if isinstance(element, UniformQuantizedPerAxis):
         shape = [1] * q.ndim
-        shape[element.axis] = len(element.scales)
-        scales = np.asarray(element.scales, dtype=np.float64).reshape(shape)
-        zero_points = np.asarray(element.zero_points, dtype=np.float64).reshape(shape)
-    else:
+        shape[element.axis] = element.scale_count
+        if element.zero_point_bounds != (0, 0):
+            q -= element.zero_points_array.astype(np.float64).reshape(shape)
+        q *= element.scales_array.reshape(shape)
+        return q.astype(np.float32)
+    if not isinstance(element, UniformQuantizedBlockwise):
         raise TypeError(f"{element} is not a quantized type")
+    # Each scale and zero point covers `block_size` consecutive values of a row.
+    scales, zero_points = (
+        np.repeat(np.asarray(v, dtype=np.float64).reshape(element.scales_shape),
+                  element.block_size, axis=-1)
+        for v in (element.scales, element.zero_points))
     if any(element.zero_points):
         q -= zero_points
     q *= scales
