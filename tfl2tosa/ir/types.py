@@ -385,7 +385,7 @@ class UniformQuantizedPerAxis(Frozen):
     def _fill_from_arrays(self) -> None:
         """The tuple fields (and `_k`) of a type made by `from_arrays`."""
         state = self.__dict__
-        scales = tuple(state["_scales_array"].tolist())
+        scales = tuple(state["_given_scales"].tolist())
         zero_points = tuple(state["_zero_points_array"].tolist())
         state["scales"], state["zero_points"] = scales, zero_points
         state["_k"] = (self.storage, self.expressed, self.axis, scales, zero_points,
@@ -397,8 +397,8 @@ class UniformQuantizedPerAxis(Frozen):
         """The type of scales and zero points held in numpy arrays (an importer's
         view of a model): the same type and checks as the constructor's, the
         checks made on the arrays rather than on one Python number at a time.
-        Its scales are kept as float64 (the Python floats the tuple holds) and
-        its zero points as int64, both read-only."""
+        Both are one-dimensional, and kept as read-only views (`scales_array`
+        widens the scales to float64 when asked)."""
         lo, hi = _check_storage(storage, expressed, None, None)
         if scales.size != zero_points.size or not scales.size:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
@@ -410,30 +410,37 @@ class UniformQuantizedPerAxis(Frozen):
         if not (least > 0 and greatest < np.inf):
             raise IRError("quantization scales must be positive and finite")
         self = cls.__new__(cls)
-        scale_array = scales.astype(np.float64).reshape(-1)
-        scale_array.flags.writeable = False
-        zero_point_array = zero_points.astype(np.int64).reshape(-1)
-        zero_point_array.flags.writeable = False
+        # Read-only views of the caller's arrays (a model's own, for the importer),
+        # taken as they are: each numpy call costs, and per-channel types come by
+        # the hundred.
+        scales = scales.view()
+        scales.flags.writeable = False
+        zero_points = zero_points.view()
+        zero_points.flags.writeable = False
         state = self.__dict__
         state["storage"], state["expressed"], state["axis"] = storage, expressed, axis
         state["storage_min"], state["storage_max"] = lo, hi
-        state["_scales_array"], state["_zero_points_array"] = scale_array, zero_point_array
+        state["_given_scales"], state["_zero_points_array"] = scales, zero_points
         state["_scale_bounds"] = (float(least), float(greatest))
         return self
 
     @property
     def scales_array(self) -> np.ndarray:
-        """The scales as a read-only float64 array."""
-        array = self.__dict__.get("_scales_array")
+        """The scales as a read-only float64 array (the Python floats of `scales`)."""
+        state = self.__dict__
+        array = state.get("_scales_array")
         if array is None:
-            array = np.array(self.scales, dtype=np.float64)
+            given = state.get("_given_scales")
+            array = (np.array(self.scales, dtype=np.float64) if given is None
+                     else given.astype(np.float64))
             array.flags.writeable = False
-            self.__dict__["_scales_array"] = array
+            state["_scales_array"] = array
         return array
 
     @property
     def zero_points_array(self) -> np.ndarray:
-        """The zero points as a read-only int64 array."""
+        """The zero points as a read-only integer array (int64, or the integer
+        type `from_arrays` was given)."""
         array = self.__dict__.get("_zero_points_array")
         if array is None:
             array = np.array(self.zero_points, dtype=np.int64)
@@ -444,7 +451,7 @@ class UniformQuantizedPerAxis(Frozen):
     @property
     def scale_count(self) -> int:
         """How many scales (and zero points) the type has: the quantized axis's size."""
-        array = self.__dict__.get("_scales_array")
+        array = self.__dict__.get("_zero_points_array")
         return len(array) if array is not None else len(self.scales)
 
     @property
@@ -472,6 +479,21 @@ class UniformQuantizedPerAxis(Frozen):
             self.__dict__["_zero_point_bounds"] = bounds
         return bounds
 
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if other.__class__ is not self.__class__ or not isinstance(other, UniformQuantizedPerAxis):
+            return NotImplemented
+        mine, theirs = self.__dict__, other.__dict__
+        if "_k" in mine or "_k" in theirs:
+            return self._k == other._k
+        # Both made by from_arrays: compared on their arrays, without making the tuples.
+        return (self.storage is other.storage and self.expressed is other.expressed
+                and self.axis == other.axis and self.storage_min == other.storage_min
+                and self.storage_max == other.storage_max
+                and np.array_equal(mine["_given_scales"], theirs["_given_scales"])
+                and np.array_equal(mine["_zero_points_array"], theirs["_zero_points_array"]))
+
     def __hash__(self) -> int:
         # From the scales' count and end values, not from every scale: equal
         # types still hash alike, and interning a model's per-channel types
@@ -479,7 +501,7 @@ class UniformQuantizedPerAxis(Frozen):
         cached = self.__dict__.get("_hash")
         if cached is None:
             state = self.__dict__
-            scales = state.get("_scales_array")
+            scales = state.get("_given_scales")
             if scales is not None:
                 zero_points = state["_zero_points_array"]
                 ends = (float(scales[0]), float(scales[-1]), int(zero_points[0]),
