@@ -233,7 +233,7 @@ def quantize_multipliers(scales: Sequence[float] | np.ndarray,
     if known is None:
         known = _quantize_multipliers(values, scale32)
         for array in known:
-            array.flags.writeable = False  # handed out again
+            array.setflags(write=False)  # handed out again
         _QUANTIZED_MULTIPLIERS.keep(key, known)
     return known
 
@@ -261,12 +261,13 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
     fraction, exponent = np.frexp(values)
-    # f * 2^31 lies in [2^30, 2^31) (or is 0): adding 1/2 is exact below 2^31, and
-    # a sum from 2^31 up floors to 2^31 however it rounds, so the floor rounds half
-    # up on the exact value, as the scalar definition does.
-    scaled = np.ldexp(fraction, 31)
+    # f * 2^31 (exact: a power of two) lies in [2^30, 2^31) (or is 0): adding 1/2 is
+    # exact below 2^31, and a sum from 2^31 up floors to 2^31 however it rounds, so
+    # the floor rounds half up on the exact value, as the scalar definition does. The
+    # sum is positive: converting it to integers truncates, which is that floor.
+    scaled = fraction * float(1 << 31)
     scaled += 0.5
-    multiplier = np.floor(scaled, out=scaled).astype(np.int64)
+    multiplier = scaled.astype(np.int64)
     shift = np.subtract(31 if scale32 else 15, exponent, dtype=np.int64)
     if np.maximum.reduce(multiplier) >> 31:
         # A mantissa that rounded up to 2^31 is halved with the exponent raised.

@@ -291,7 +291,8 @@ def test_per_axis_type_from_arrays_reads_as_the_constructors():
             UniformQuantizedPerAxis(i8, f32, 1, (0.5, 0.125, 2.0), (3, -1, 0))]
     for q in made:
         assert q.scales == (0.5, 0.125, 2.0) and q.zero_points == (3, -1, 0)
-        assert all(type(s) is float for s in q.scales) and all(type(z) is int for z in q.zero_points)
+        assert all(type(s) is float for s in q.scales)
+        assert all(type(z) is int for z in q.zero_points)
         assert q.scales_array.dtype == np.float64 and q.scales_array.tolist() == [0.5, 0.125, 2.0]
         assert q.zero_points_array.tolist() == [3, -1, 0]
         assert not q.scales_array.flags.writeable and not q.zero_points_array.flags.writeable

@@ -344,7 +344,7 @@ class UniformQuantizedPerAxis(Frozen):
     A type read from a model (`from_arrays`) keeps its scales and zero points
     as numpy arrays (`scales_array`, `zero_points_array`, which legalization
     computes with) and makes the tuples of Python numbers only if they are
-    asked for: a model's per-channel weights have thousands of scales.
+    asked for: a model's per-channel weights have a scale per output channel.
     """
 
     _fields = __match_args__ = ("storage", "expressed", "axis", "scales", "zero_points",
@@ -411,12 +411,12 @@ class UniformQuantizedPerAxis(Frozen):
             raise IRError("quantization scales must be positive and finite")
         self = cls.__new__(cls)
         # Read-only views of the caller's arrays (a model's own, for the importer),
-        # taken as they are: each numpy call costs, and per-channel types come by
-        # the hundred.
+        # taken as they are: each numpy call costs, and a model has a per-channel
+        # type per weight tensor.
         scales = scales.view()
-        scales.flags.writeable = False
+        scales.setflags(write=False)
         zero_points = zero_points.view()
-        zero_points.flags.writeable = False
+        zero_points.setflags(write=False)
         state = self.__dict__
         state["storage"], state["expressed"], state["axis"] = storage, expressed, axis
         state["storage_min"], state["storage_max"] = lo, hi
@@ -433,7 +433,7 @@ class UniformQuantizedPerAxis(Frozen):
             given = state.get("_given_scales")
             array = (np.array(self.scales, dtype=np.float64) if given is None
                      else given.astype(np.float64))
-            array.flags.writeable = False
+            array.setflags(write=False)
             state["_scales_array"] = array
         return array
 
@@ -444,7 +444,7 @@ class UniformQuantizedPerAxis(Frozen):
         array = self.__dict__.get("_zero_points_array")
         if array is None:
             array = np.array(self.zero_points, dtype=np.int64)
-            array.flags.writeable = False
+            array.setflags(write=False)
             self.__dict__["_zero_points_array"] = array
         return array
 
@@ -472,7 +472,7 @@ class UniformQuantizedPerAxis(Frozen):
             array = self.__dict__.get("_zero_points_array")
             if array is None:
                 bounds = (min(self.zero_points), max(self.zero_points))
-            elif not array.any():
+            elif not np.count_nonzero(array):  # (cheaper than `array.any()`)
                 bounds = (0, 0)
             else:
                 bounds = (int(np.minimum.reduce(array)), int(np.maximum.reduce(array)))

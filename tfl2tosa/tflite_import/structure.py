@@ -814,7 +814,7 @@ def _check_quantization(value: Value, what: str) -> None:
 
 def _all_within(values: tuple[float, ...], low: float, high: float) -> bool:
     """Every value in [low, high] and none NaN, in loops that run in C (per-channel
-    tensors have thousands of scales). With min and max in range no value is
+    tensors have a scale per channel). With min and max in range no value is
     infinite, so the sum is NaN exactly when a value is."""
     if low <= min(values) and max(values) <= high:
         total = sum(values)

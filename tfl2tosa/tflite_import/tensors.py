@@ -363,7 +363,7 @@ def _index_vector(kind: int, table: Any, what: str) -> np.ndarray | None:
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
+    array.setflags(write=False)
     return array
 
 
