@@ -331,8 +331,9 @@ class _FromArrays:
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        instance._fill_from_arrays()
-        return instance.__dict__[self.name]
+        value = instance._from_arrays(self.name)
+        instance.__dict__[self.name] = value
+        return value
 
 
 class UniformQuantizedPerAxis(Frozen):
@@ -382,14 +383,16 @@ class UniformQuantizedPerAxis(Frozen):
         state["storage_min"], state["storage_max"] = lo, hi
         state["_k"] = (storage, expressed, axis, scales, zero_points, lo, hi)
 
-    def _fill_from_arrays(self) -> None:
-        """The tuple fields (and `_k`) of a type made by `from_arrays`."""
+    def _from_arrays(self, name: str) -> Any:
+        """A tuple field (or `_k`) of a type made by `from_arrays`, each made
+        apart: a count of scales, say, needs no zero points."""
         state = self.__dict__
-        scales = tuple(state["_given_scales"].tolist())
-        zero_points = tuple(state["_zero_points_array"].tolist())
-        state["scales"], state["zero_points"] = scales, zero_points
-        state["_k"] = (self.storage, self.expressed, self.axis, scales, zero_points,
-                       self.storage_min, self.storage_max)
+        if name == "scales":
+            return tuple(state["_given_scales"].tolist())
+        if name == "zero_points":
+            return tuple(state["_zero_points_array"].tolist())
+        return (self.storage, self.expressed, self.axis, self.scales, self.zero_points,
+                self.storage_min, self.storage_max)
 
     @classmethod
     def from_arrays(cls, storage: ScalarType, expressed: ScalarType, axis: int,
