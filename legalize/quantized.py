@@ -75,19 +75,20 @@ def dequantized_values(array: np.ndarray, element: ElementType) -> np.ndarray:
             q -= element.zero_point
         q *= np.float64(element.scale)
         return q.astype(np.float32)
-    if isinstance(element, UniformQuantizedBlockwise):
-        # Each scale and zero point covers `block_size` consecutive values of a row.
-        scales, zero_points = (
-            np.repeat(np.asarray(v, dtype=np.float64).reshape(element.scales_shape),
-                      element.block_size, axis=-1)
-            for v in (element.scales, element.zero_points))
-    elif isinstance(element, UniformQuantizedPerAxis):
+    if isinstance(element, UniformQuantizedPerAxis):
         shape = [1] * q.ndim
-        shape[element.axis] = len(element.scales)
-        scales = np.asarray(element.scales, dtype=np.float64).reshape(shape)
-        zero_points = np.asarray(element.zero_points, dtype=np.float64).reshape(shape)
-    else:
+        shape[element.axis] = element.scale_count
+        if element.zero_point_bounds != (0, 0):
+            q -= element.zero_points_array.astype(np.float64).reshape(shape)
+        q *= element.scales_array.reshape(shape)
+        return q.astype(np.float32)
+    if not isinstance(element, UniformQuantizedBlockwise):
         raise TypeError(f"{element} is not a quantized type")
+    # Each scale and zero point covers `block_size` consecutive values of a row.
+    scales, zero_points = (
+        np.repeat(np.asarray(v, dtype=np.float64).reshape(element.scales_shape),
+                  element.block_size, axis=-1)
+        for v in (element.scales, element.zero_points))
     if any(element.zero_points):
         q -= zero_points
     q *= scales
@@ -232,7 +233,7 @@ def quantize_multipliers(scales: Sequence[float] | np.ndarray,
     if known is None:
         known = _quantize_multipliers(values, scale32)
         for array in known:
-            array.flags.writeable = False  # handed out again
+            array.setflags(write=False)  # handed out again
         _QUANTIZED_MULTIPLIERS.keep(key, known)
     return known
 
@@ -260,12 +261,13 @@ def _quantize_multipliers(values: np.ndarray, scale32: bool) -> tuple[np.ndarray
         raise UnsupportedScale(f"scale {float(values[bad][0])!r} is not a finite "
                                f"non-negative number")
     fraction, exponent = np.frexp(values)
-    # f * 2^31 lies in [2^30, 2^31) (or is 0): adding 1/2 is exact below 2^31, and
-    # a sum from 2^31 up floors to 2^31 however it rounds, so the floor rounds half
-    # up on the exact value, as the scalar definition does.
-    scaled = np.ldexp(fraction, 31)
+    # f * 2^31 (exact: a power of two) lies in [2^30, 2^31) (or is 0): adding 1/2 is
+    # exact below 2^31, and a sum from 2^31 up floors to 2^31 however it rounds, so
+    # the floor rounds half up on the exact value, as the scalar definition does. The
+    # sum is positive: converting it to integers truncates, which is that floor.
+    scaled = fraction * float(1 << 31)
     scaled += 0.5
-    multiplier = np.floor(scaled, out=scaled).astype(np.int64)
+    multiplier = scaled.astype(np.int64)
     shift = np.subtract(31 if scale32 else 15, exponent, dtype=np.int64)
     if np.maximum.reduce(multiplier) >> 31:
         # A mantissa that rounded up to 2^31 is halved with the exponent raised.

@@ -13,6 +13,7 @@ checks exactly that.
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -279,6 +280,38 @@ def test_per_axis_types_from_arrays_and_from_numbers_are_one_type():
     other_zero_point = UniformQuantizedPerAxis(i8, f32, 0, (0.5, 0.125, 2.0, 0.25), (0, 2, 0, -1))
     assert len({from_arrays, other_scale, other_zero_point}) == 3
     assert TensorType((4, 3), other_scale) is not TensorType((4, 3), from_arrays)
+
+
+def test_per_axis_type_from_arrays_reads_as_the_constructors():
+    # The importer's types keep numpy arrays; every way of reading one gives what
+    # the constructor's type of the same numbers gives (values written out by hand).
+    scales = np.array([0.5, 0.125, 2.0], dtype=np.float32)
+    zero_points = np.array([3, -1, 0], dtype=np.int64)
+    made = [UniformQuantizedPerAxis.from_arrays(i8, f32, 1, scales, zero_points),
+            UniformQuantizedPerAxis(i8, f32, 1, (0.5, 0.125, 2.0), (3, -1, 0))]
+    for q in made:
+        assert q.scales == (0.5, 0.125, 2.0) and q.zero_points == (3, -1, 0)
+        assert all(type(s) is float for s in q.scales)
+        assert all(type(z) is int for z in q.zero_points)
+        assert q.scales_array.dtype == np.float64 and q.scales_array.tolist() == [0.5, 0.125, 2.0]
+        assert q.zero_points_array.tolist() == [3, -1, 0]
+        assert not q.scales_array.flags.writeable and not q.zero_points_array.flags.writeable
+        assert q.scale_count == 3 and q.zero_point_bounds == (-1, 3)
+        assert str(q) == "!quant.uniform<i8:f32:1, {0.5:3,0.125:-1,2.0}>"
+        assert q.to_dict()["scales"] == (0.5, 0.125, 2.0)
+    assert repr(made[0]) == repr(made[1])
+    fresh = UniformQuantizedPerAxis.from_arrays(i8, f32, 1, scales, zero_points)
+    assert pickle.loads(pickle.dumps(fresh)) == made[1]
+    # Two importer types compare on their arrays, and still tell a zero point apart.
+    other = UniformQuantizedPerAxis.from_arrays(i8, f32, 1, scales, np.array([3, -1, 1]))
+    again = UniformQuantizedPerAxis.from_arrays(i8, f32, 1, scales.copy(), zero_points.copy())
+    assert again == UniformQuantizedPerAxis.from_arrays(i8, f32, 1, scales, zero_points)
+    assert other != again and other.zero_point_bounds == (-1, 3)
+    symmetric = UniformQuantizedPerAxis.from_arrays(i8, f32, 0, scales, np.zeros(3, np.int64))
+    assert symmetric.zero_point_bounds == (0, 0)
+    # The model's numbers cannot change under the type through the arrays it kept.
+    with pytest.raises(ValueError):
+        made[0].zero_points_array[0] = 7
 
 
 def test_storage_and_expressed_helpers():

@@ -109,12 +109,13 @@ def accumulator_type(element: UniformQuantized) -> ScalarType:
 ACC_TYPE = {32: "INT32", 48: "INT48"}
 
 
-def weight_scales(element: ElementType, channels: int) -> list[float] | Failure:
-    """One scale per output channel: per-axis scales, or the per-tensor scale repeated."""
+def weight_scales(element: ElementType, channels: int) -> np.ndarray | Failure:
+    """One scale per output channel as float64: per-axis scales, or the per-tensor
+    scale repeated."""
     if isinstance(element, UniformQuantized):
-        return [element.scale] * channels
-    if isinstance(element, UniformQuantizedPerAxis) and len(element.scales) == channels:
-        return list(element.scales)
+        return np.full(channels, element.scale, dtype=np.float64)
+    if isinstance(element, UniformQuantizedPerAxis) and element.scale_count == channels:
+        return element.scales_array
     return Failure(f"weights quantized as {element} do not give {channels} channel scales")
 
 
@@ -122,8 +123,10 @@ def weight_zero_point(element: ElementType) -> int | Failure:
     """The weights' single zero point (TOSA takes one weight_zp per convolution)."""
     if isinstance(element, UniformQuantized):
         return element.zero_point
-    if isinstance(element, UniformQuantizedPerAxis) and len(set(element.zero_points)) == 1:
-        return element.zero_points[0]
+    if isinstance(element, UniformQuantizedPerAxis):
+        lowest, highest = element.zero_point_bounds
+        if lowest == highest:
+            return lowest
     return Failure(f"weights with per-channel zero points {element} (TOSA has one weight_zp)")
 
 

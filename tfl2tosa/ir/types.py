@@ -36,8 +36,7 @@ class Record:
     __hash__ = None  # type: ignore[assignment]
 
     def _key(self) -> tuple[Any, ...]:
-        state = self.__dict__
-        return tuple(state[name] for name in self._fields)
+        return tuple(getattr(self, name) for name in self._fields)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
@@ -45,15 +44,14 @@ class Record:
         return NotImplemented
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={self.__dict__[name]!r}" for name in self._fields)
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({fields})"
 
     def to_dict(self) -> dict[str, Any]:
         """The fields by name, records, dicts, lists and tuples in them copied
         into plain ones (what `dataclasses.asdict` gives, except that other
         values are shared rather than deep-copied)."""
-        state = self.__dict__
-        return {name: _plain(state[name]) for name in self._fields}
+        return {name: _plain(getattr(self, name)) for name in self._fields}
 
     def replace(self, **changes: Any) -> Any:
         """A new record of the same class with `changes` to some fields (as
@@ -61,8 +59,7 @@ class Record:
         unknown = changes.keys() - set(self._fields)
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
-        state = self.__dict__
-        return type(self)(**{name: changes[name] if name in changes else state[name]
+        return type(self)(**{name: changes[name] if name in changes else getattr(self, name)
                              for name in self._fields})
 
 
@@ -113,7 +110,7 @@ class Frozen(Record):
 
     def __getstate__(self) -> dict[str, Any]:
         # Without the cached hash: string hashes differ between processes.
-        return {name: self.__dict__[name] for name in self._fields}
+        return {name: getattr(self, name) for name in self._fields}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -323,11 +320,32 @@ class UniformQuantized(Frozen):
         return text
 
 
+class _FromArrays:
+    """A field of a per-axis type made from numpy arrays (`from_arrays`): the
+    tuple is made on first read and kept in the instance, whose own entry a
+    later read then finds first (this descriptor defines no `__set__`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance._from_arrays(self.name)
+        instance.__dict__[self.name] = value
+        return value
+
+
 class UniformQuantizedPerAxis(Frozen):
     """`!quant.uniform<storage:expressed:axis, {s0:zp0, s1:zp1, ...}>`.
 
     The integrity rules that depend on the tensor (rank > axis, axis size ==
     number of scales) are checked when a TensorType is built with this element.
+
+    A type read from a model (`from_arrays`) keeps its scales and zero points
+    as numpy arrays (`scales_array`, `zero_points_array`, which legalization
+    computes with) and makes the tuples of Python numbers only if they are
+    asked for: a model's per-channel weights have a scale per output channel.
     """
 
     _fields = __match_args__ = ("storage", "expressed", "axis", "scales", "zero_points",
@@ -335,10 +353,11 @@ class UniformQuantizedPerAxis(Frozen):
     storage: ScalarType
     expressed: ScalarType
     axis: int
-    scales: tuple[float, ...]
-    zero_points: tuple[int, ...]
+    scales: tuple[float, ...] = _FromArrays()  # type: ignore[assignment]
+    zero_points: tuple[int, ...] = _FromArrays()  # type: ignore[assignment]
     storage_min: int
     storage_max: int
+    _k = _FromArrays()  # type: ignore[assignment]
 
     def __init__(self, storage: ScalarType, expressed: ScalarType, axis: int,
                  scales: tuple[float, ...], zero_points: tuple[int, ...],
@@ -364,16 +383,26 @@ class UniformQuantizedPerAxis(Frozen):
         state["storage_min"], state["storage_max"] = lo, hi
         state["_k"] = (storage, expressed, axis, scales, zero_points, lo, hi)
 
+    def _from_arrays(self, name: str) -> Any:
+        """A tuple field (or `_k`) of a type made by `from_arrays`, each made
+        apart: a count of scales, say, needs no zero points."""
+        state = self.__dict__
+        if name == "scales":
+            return tuple(state["_given_scales"].tolist())
+        if name == "zero_points":
+            return tuple(state["_zero_points_array"].tolist())
+        return (self.storage, self.expressed, self.axis, self.scales, self.zero_points,
+                self.storage_min, self.storage_max)
+
     @classmethod
     def from_arrays(cls, storage: ScalarType, expressed: ScalarType, axis: int,
                     scales: np.ndarray, zero_points: np.ndarray) -> UniformQuantizedPerAxis:
         """The type of scales and zero points held in numpy arrays (an importer's
         view of a model): the same type and checks as the constructor's, the
-        checks made on the arrays rather than on one Python number at a time."""
+        checks made on the arrays rather than on one Python number at a time.
+        Both are one-dimensional, and kept as read-only views (`scales_array`
+        widens the scales to float64 when asked)."""
         lo, hi = _check_storage(storage, expressed, None, None)
-        self = cls.__new__(cls)
-        self._fill(storage, expressed, axis, tuple(scales.tolist()), tuple(zero_points.tolist()),
-                   lo, hi)
         if scales.size != zero_points.size or not scales.size:
             raise IRError("per-axis quantization needs one zero point per scale, and at least one")
         if axis < 0:
@@ -383,8 +412,50 @@ class UniformQuantizedPerAxis(Frozen):
         least, greatest = np.minimum.reduce(scales), np.maximum.reduce(scales)
         if not (least > 0 and greatest < np.inf):
             raise IRError("quantization scales must be positive and finite")
-        self.__dict__["_scale_bounds"] = (float(least), float(greatest))
+        self = cls.__new__(cls)
+        # Read-only views of the caller's arrays (a model's own, for the importer),
+        # taken as they are: each numpy call costs, and a model has a per-channel
+        # type per weight tensor.
+        scales = scales.view()
+        scales.setflags(write=False)
+        zero_points = zero_points.view()
+        zero_points.setflags(write=False)
+        state = self.__dict__
+        state["storage"], state["expressed"], state["axis"] = storage, expressed, axis
+        state["storage_min"], state["storage_max"] = lo, hi
+        state["_given_scales"], state["_zero_points_array"] = scales, zero_points
+        state["_scale_bounds"] = (float(least), float(greatest))
         return self
+
+    @property
+    def scales_array(self) -> np.ndarray:
+        """The scales as a read-only float64 array (the Python floats of `scales`)."""
+        state = self.__dict__
+        array = state.get("_scales_array")
+        if array is None:
+            given = state.get("_given_scales")
+            array = (np.array(self.scales, dtype=np.float64) if given is None
+                     else given.astype(np.float64))
+            array.setflags(write=False)
+            state["_scales_array"] = array
+        return array
+
+    @property
+    def zero_points_array(self) -> np.ndarray:
+        """The zero points as a read-only integer array (int64, or the integer
+        type `from_arrays` was given)."""
+        array = self.__dict__.get("_zero_points_array")
+        if array is None:
+            array = np.array(self.zero_points, dtype=np.int64)
+            array.setflags(write=False)
+            self.__dict__["_zero_points_array"] = array
+        return array
+
+    @property
+    def scale_count(self) -> int:
+        """How many scales (and zero points) the type has: the quantized axis's size."""
+        array = self.__dict__.get("_zero_points_array")
+        return len(array) if array is not None else len(self.scales)
 
     @property
     def scale_bounds(self) -> tuple[float, float]:
@@ -395,16 +466,55 @@ class UniformQuantizedPerAxis(Frozen):
             bounds = self.__dict__["_scale_bounds"] = (min(self.scales), max(self.scales))
         return bounds
 
+    @property
+    def zero_point_bounds(self) -> tuple[int, int]:
+        """The least and the greatest zero point, worked out once (weights mostly
+        have all zero: one pass over the array tells those)."""
+        bounds = self.__dict__.get("_zero_point_bounds")
+        if bounds is None:
+            array = self.__dict__.get("_zero_points_array")
+            if array is None:
+                bounds = (min(self.zero_points), max(self.zero_points))
+            elif not np.count_nonzero(array):  # (cheaper than `array.any()`)
+                bounds = (0, 0)
+            else:
+                bounds = (int(np.minimum.reduce(array)), int(np.maximum.reduce(array)))
+            self.__dict__["_zero_point_bounds"] = bounds
+        return bounds
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if other.__class__ is not self.__class__ or not isinstance(other, UniformQuantizedPerAxis):
+            return NotImplemented
+        mine, theirs = self.__dict__, other.__dict__
+        if "_k" in mine or "_k" in theirs:
+            return self._k == other._k
+        # Both made by from_arrays: compared on their arrays, without making the tuples.
+        return (self.storage is other.storage and self.expressed is other.expressed
+                and self.axis == other.axis and self.storage_min == other.storage_min
+                and self.storage_max == other.storage_max
+                and np.array_equal(mine["_given_scales"], theirs["_given_scales"])
+                and np.array_equal(mine["_zero_points_array"], theirs["_zero_points_array"]))
+
     def __hash__(self) -> int:
         # From the scales' count and end values, not from every scale: equal
         # types still hash alike, and interning a model's per-channel types
         # would otherwise hash each of their scales.
         cached = self.__dict__.get("_hash")
         if cached is None:
-            scales, zero_points = self.scales, self.zero_points
-            cached = self.__dict__["_hash"] = hash(
-                (self.storage, self.expressed, self.axis, len(scales), scales[0], scales[-1],
-                 zero_points[0], zero_points[-1], self.storage_min, self.storage_max))
+            state = self.__dict__
+            scales = state.get("_given_scales")
+            if scales is not None:
+                zero_points = state["_zero_points_array"]
+                ends = (float(scales[0]), float(scales[-1]), int(zero_points[0]),
+                        int(zero_points[-1]))
+            else:
+                scales, zero_points = self.scales, self.zero_points
+                ends = (scales[0], scales[-1], zero_points[0], zero_points[-1])
+            cached = state["_hash"] = hash(
+                (self.storage, self.expressed, self.axis, len(scales), *ends,
+                 self.storage_min, self.storage_max))
         return cached
 
     @property
@@ -582,9 +692,10 @@ def _check_tensor_type(shape: tuple[int, ...] | None, element: ElementType) -> N
             raise IRError(f"quantized dimension {axis} is out of range for rank "
                           f"{len(shape)}")
         size = shape[axis]
-        if size != DYNAMIC and size != len(element.scales):
+        count = element.scale_count
+        if size != DYNAMIC and size != count:
             raise IRError(f"quantized dimension {axis} has size {size} but "
-                          f"{len(element.scales)} scales are given")
+                          f"{count} scales are given")
     if isinstance(element, UniformQuantizedBlockwise):
         blocks = element.scales_shape
         expected = shape[:-1] + (shape[-1] // element.block_size,) if shape else ()

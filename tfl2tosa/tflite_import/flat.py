@@ -2,8 +2,8 @@
 holds by the hundred (tensors, operators, buffers).
 
 The `tflite` package's generated accessors re-read a table's vtable and
-re-check every offset in several Python calls per field; on large models
-that was most of the import's time. A `Table` reads its vtable once and each
+re-check every offset in several Python calls per field, a cost each of a
+large model's tables pays again. A `Table` reads its vtable once and each
 field in one `unpack_from`. The rules are flatbuffers' own (a field absent
 from the vtable holds its default; a vector is a uint32 length followed by
 its items; a string is a vector of bytes), and any bad offset raises what

@@ -748,9 +748,9 @@ def _value_is_plain(value: Value, budget: _Budget) -> bool:
         storage = element.storage
         # Its scales are positive and finite (the type's own rule): no NaN to look for.
         least, greatest = element.scale_bounds
+        lowest, highest = element.zero_point_bounds
         if not (_MIN_SCALE <= least and greatest <= _MAX_SCALE
-                and _zero_points_within(element.zero_points, storage.min_value,
-                                        storage.max_value)):
+                and storage.min_value <= lowest and highest <= storage.max_value):
             return False
         element = storage
     elif cls is not ScalarType:
@@ -814,20 +814,12 @@ def _check_quantization(value: Value, what: str) -> None:
 
 def _all_within(values: tuple[float, ...], low: float, high: float) -> bool:
     """Every value in [low, high] and none NaN, in loops that run in C (per-channel
-    tensors have thousands of scales). With min and max in range no value is
+    tensors have a scale per channel). With min and max in range no value is
     infinite, so the sum is NaN exactly when a value is."""
     if low <= min(values) and max(values) <= high:
         total = sum(values)
         return total == total
     return False
-
-
-def _zero_points_within(zero_points: tuple[int, ...], low: int, high: int) -> bool:
-    """`_all_within` for zero points, which per-channel weights mostly hold as
-    all zeros (symmetric quantization): one count in C tells those apart."""
-    if zero_points and zero_points.count(0) == len(zero_points):
-        return low <= 0 <= high
-    return _all_within(zero_points, low, high)
 
 
 def _check_graph_recursion(module: Module) -> None:

@@ -363,7 +363,7 @@ def _index_vector(kind: int, table: Any, what: str) -> np.ndarray | None:
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
+    array.setflags(write=False)
     return array
 
 
@@ -447,7 +447,8 @@ def constant_array(info: TensorInfo, buffers: Buffers, what: str) -> tuple[np.nd
     if dtype is None:
         dtype = _LITTLE_ENDIAN[scalar] = t.numpy_dtype(scalar).newbyteorder("<")
     _check_buffer_size(size, count * dtype.itemsize, what)
-    array = np.frombuffer(buffers.buf, dtype=dtype, count=count, offset=start).reshape(shape)
+    # The view in its shape at once (the buffer holds it: checked above and by `span`).
+    array = np.ndarray(shape, dtype=dtype, buffer=buffers.buf, offset=start)
     return _read_only(array), {}
 
 
