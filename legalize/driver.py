@@ -76,11 +76,11 @@ def _element_text(t: object) -> str:
         # One scale per channel would swamp a one-line error message. Every
         # convolution's weights have a type of their own that spells the same
         # way as its neighbours': keyed by what the text shows.
-        request = (q.storage, q.storage_min, q.storage_max, q.expressed, q.axis, len(q.scales))
+        request = (q.storage, q.storage_min, q.storage_max, q.expressed, q.axis, q.scale_count)
         text = _PER_AXIS_TEXTS.get(request)
         if text is None:
             text = (f"!quant.uniform<{q.storage_text()}:{q.expressed}:{q.axis}, "
-                    f"{{{len(q.scales)} scales}}>")
+                    f"{{{q.scale_count} scales}}>")
             _PER_AXIS_TEXTS.keep(request, text)
         return text
     text = _ELEMENT_TEXTS.get(q)

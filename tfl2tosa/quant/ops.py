@@ -120,9 +120,9 @@ def _check_per_axis(op: Op, container: object, q: QuantizedType) -> None:
         raise _fail(op, f"quantized dimension {q.axis} must be less than tensor rank "
                         f"{len(container.shape)}")
     size = container.shape[q.axis]
-    if size != DYNAMIC and size != len(q.scales):
+    if size != DYNAMIC and size != q.scale_count:
         raise _fail(op, f"quantized dimension size {size} does not match the number of "
-                        f"scales ({len(q.scales)})")
+                        f"scales ({q.scale_count})")
 
 
 def _check_cast(op: Op, quantized_side: object, float_side: object) -> None:
