@@ -30,7 +30,7 @@ from tfl2tosa.errors import (ReferenceModelError, ResourceLimitError, SpecErrorI
 from tfl2tosa.ir.core import Graph, Op, Value
 from tfl2tosa.limits import check_tensor, element_count, max_tensor_bytes
 from tfl2tosa.memo import BoundedMemo
-from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype
+from tfl2tosa.ir.types import DYNAMIC, ShapeType, TensorType, Type, numpy_dtype, storage_type
 from tfl2tosa.tosa import rules
 from tfl2tosa.tosa.ops import BY_MLIR, OPS, OpDef
 from tfl2tosa.tosa.rules import BINDING_ATTRIBUTES
@@ -498,10 +498,9 @@ def specification_name_or_none(op: Op) -> str | None:
     return op.opname.upper() if op.dialect == "tosa" else None
 
 
-# Op name and operand / result types that passed check_type_mode: the check depends on
-# nothing else, and models repeat the same few signatures many times. Keyed by the
-# types themselves (immutable, hashed once each), so every model read with the same
-# op and types shares the entry.
+# Op name and what check_type_mode reads of the operand / result types (_mode_facts)
+# and binding attributes, for ops that passed it: the check depends on nothing else,
+# and models repeat the same few of these many times, over tensors of many shapes.
 _VALID_SIGNATURES: BoundedMemo = BoundedMemo(_SIGNATURE_LIMIT)
 # The same signatures by the types' identities (op name, then the ids): a tuple of
 # ints hashes in C, where a shape type's __hash__ is Python (tensor and scalar
@@ -519,7 +518,8 @@ def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None =
     by_id = (op.name, *map(id, input_types), None, *map(id, output_types), *binding)
     if by_id in _VALID_BY_ID:
         return
-    signature = (op.name, *input_types, None, *output_types, *binding)
+    signature = (op.name, *map(_mode_facts, input_types), None,
+                 *map(_mode_facts, output_types), *binding)
     try:
         if signature not in _VALID_SIGNATURES:
             check_type_mode(op, opdef)
@@ -528,6 +528,18 @@ def _check_type_mode_once(op: Op, opdef: OpDef, input_types: list[Type] | None =
         check_type_mode(op, opdef)
         return
     _VALID_BY_ID.keep(by_id, (*input_types, *output_types))
+
+
+def _mode_facts(value_type: Type) -> Any:
+    """What rules.type_mode_problem reads of an operand or result type: its element
+    type's name (quantized: its storage) and whether it can hold one value (a [1]
+    argument must); a shape type or any other kind of type by its kind. Shapes of
+    tensors play no other part, so tensors of many shapes share one check."""
+    if isinstance(value_type, TensorType):
+        dims = value_type.shape
+        many = value_type.is_static and any(d != 1 for d in dims)  # type: ignore[union-attr]
+        return (storage_type(value_type.element).name, many)
+    return value_type.__class__
 
 
 def _binding_values(op: Op) -> tuple:

@@ -125,6 +125,22 @@ def test_errors_found_while_compiling_are_raised_when_the_op_runs():
         compiled.run([np.int8([1])])
 
 
+def test_a_zero_point_of_two_values_is_refused_after_one_of_one_value_passed():
+    # The type-mode check is made once per op name, element types and [1]-ness of
+    # each argument: the spec's ERROR_IF on a zero point that is not [1] must still
+    # fire for an op whose types differ from a passed one only by that shape.
+    graph = Graph("main")
+    x = graph.add_input("x", TensorType((2,), I8))
+    one = graph.add_input("one", TensorType((1,), I8))
+    two = graph.add_input("two", TensorType((2,), I8))
+    good = graph.append(Op("tosa.negate", [x, one, one], [TensorType((2,), I8)], loc="good"))
+    bad = graph.append(Op("tosa.negate", [x, two, one], [TensorType((2,), I8)], loc="bad"))
+    graph.set_outputs([good.result, bad.result])
+    compiled = reference_model.compile(graph)
+    with pytest.raises(SpecErrorIf, match=r"\(bad\).*'input1_zp' must have shape \[1\]"):
+        compiled.run([np.int8([1, 2]), np.int8([0]), np.int8([0, 0])])
+
+
 def test_ops_of_one_signature_are_named_by_their_own_location():
     # Both INTDIVs share a name and types (one step template); a failing REQUIRE
     # (INTDIV's divisor != 0) must still name the op that failed, by its location.
