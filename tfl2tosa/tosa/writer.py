@@ -612,7 +612,6 @@ class _Serializer:
         one, an attribute table with vectors or strings), keeping the order."""
         plans = _PLANS_BY_OP
         name_of = self.names.of_value.__getitem__
-        write_rows = self.builder.StringVectorsTables
         operators: list[int] = []
         rows: list[tuple[Any, ...]] = []
         for op in ops:
@@ -630,9 +629,7 @@ class _Serializer:
                 except KeyError:
                     plan = None
             if plan is None:
-                if rows:
-                    operators += write_rows(_OPERATOR, _LOCATION, rows)
-                    rows.clear()
+                operators += self._operator_rows(rows)
                 operators.append(self._checked_operator(op))
                 continue
             if not plan.fields:
@@ -642,14 +639,20 @@ class _Serializer:
                 if values is not None:
                     child = (plan.layout, values)
                 else:
-                    if rows:
-                        operators += write_rows(_OPERATOR, _LOCATION, rows)
-                        rows.clear()
+                    operators += self._operator_rows(rows)
                     child = self._attribute_table(op, plan)
             rows.append((plan.operator_fields, child, inputs, outputs, op.loc))
-        if rows:
-            operators += write_rows(_OPERATOR, _LOCATION, rows)
+        operators += self._operator_rows(rows)
         return operators
+
+    def _operator_rows(self, rows: list[tuple[Any, ...]]) -> list[int]:
+        """Write `rows` (`Builder.StringVectorsTables`), the operators waiting,
+        and empty the list."""
+        if not rows:
+            return []
+        offsets = self.builder.StringVectorsTables(_OPERATOR, _LOCATION, rows)
+        rows.clear()
+        return offsets
 
     def _checked_operator(self, op: Op) -> int:
         """An operator whose kind, operands or names are checked one by one."""
